@@ -1,0 +1,48 @@
+"""Checks for part ``scores``: attention scores as dot products, by loops and as a matrix product."""
+
+import torch
+
+from autograder.checks import expect_close, expect_document, expect_loops, random_tensor
+from document_tensors import ALL_SCORES, BATCHED_A, BATCHED_AAT, QUERY2_SCORES, YOUR_JOURNEY
+
+INPUTS = torch.tensor(YOUR_JOURNEY)
+
+
+def test_query_scores_match_document(student):
+    """000 In [2]: the scores of query x(2) against every token."""
+    scores = student.scores.attention_scores_for_query(INPUTS, INPUTS[1])
+    expect_document(scores, QUERY2_SCORES, "attention_scores_for_query(inputs, inputs[1])")
+
+
+def test_query_scores_use_a_loop(student):
+    expect_loops(student.source("scores"), "scores", "attention_scores_for_query", depth=1)
+
+
+def test_loop_scores_match_document(student):
+    """003 "A simple example (batch query)": the 6x6 score matrix, computed with nested loops."""
+    expect_document(student.scores.attention_scores_loop(INPUTS), ALL_SCORES, "attention_scores_loop(inputs)")
+
+
+def test_loop_scores_use_nested_loops(student):
+    expect_loops(student.source("scores"), "scores", "attention_scores_loop", depth=2)
+
+
+def test_matrix_scores_match_document(student):
+    """003 "A simple example (batch query)": the same 6x6 matrix as one matrix product."""
+    expect_document(student.scores.attention_scores(INPUTS), ALL_SCORES, "attention_scores(inputs)")
+
+
+def test_matrix_scores_batched_match_document(student):
+    """003 "A note on batched matrix multiplications": a @ a.transpose(2, 3) for a of shape (1, 2, 3, 4)."""
+    expect_document(student.scores.attention_scores(torch.tensor(BATCHED_A)), BATCHED_AAT,
+                    "attention_scores(a) with a of shape (1, 2, 3, 4)")
+
+
+def test_loop_and_matrix_scores_agree(student):
+    """001 In [39]/[40]/[43]: loop scores equal matrix scores (7 tokens, 32-dim embeddings)."""
+    embedded = random_tensor(7, 7, 32)
+    loop = student.scores.attention_scores_loop(embedded)
+    expect_close(student.scores.attention_scores(embedded), loop, "attention_scores vs attention_scores_loop",
+                 atol=1e-4, rtol=1e-5)
+
+

@@ -1,0 +1,207 @@
+"""Trusted helpers the graded checks judge with. None of them calls student code.
+
+Every failure raises :class:`CheckFailure` whose message says what was expected and what
+came back (shape, dtype, first differing entry); the pytest plugin prints that message
+alone instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+
+import torch
+
+from autograder.student import StudentError
+
+
+class CheckFailure(AssertionError):
+    """A check's verdict, worded for the student."""
+
+
+@dataclass(frozen=True)
+class Printed:
+    """A tensor printed in one of the documents, with where it was printed."""
+
+    document: str
+    cell: str
+    values: object
+    atol: float = 1e-4
+    note: str = ""
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        """The printed values; floats as float32 (what the documents computed in)."""
+        values = torch.tensor(self.values)
+        return values.float() if values.is_floating_point() else values
+
+    @property
+    def provenance(self) -> str:
+        return f"{self.document} {self.cell}"
+
+
+def random_tensor(seed: int, *shape: int, dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
+    """Standard-normal values from a private generator: the judge's RNG never depends on order."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype) * scale
+
+
+def fail(message: str):
+    raise CheckFailure(message)
+
+
+def _index(flat: int, shape) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return index[::-1]
+
+
+def _fmt(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) and math.isfinite(value) else str(value)
+
+
+def expect_tensor(actual, what: str, *, shape=None, dtype=None) -> torch.Tensor:
+    """``actual`` must be a tensor (of ``shape`` and ``dtype`` when given)."""
+    if not isinstance(actual, torch.Tensor):
+        fail(f"{what}: expected a tensor, got {type(actual).__name__}: {str(actual)[:200]}")
+    if shape is not None and tuple(actual.shape) != tuple(shape):
+        fail(f"{what}: expected shape {tuple(shape)}, got {tuple(actual.shape)}")
+    if dtype is not None and actual.dtype != dtype:
+        fail(f"{what}: expected dtype {dtype}, got {actual.dtype}")
+    return actual
+
+
+def expect_close(actual, expected, what: str, *, atol: float = 1e-4, rtol: float = 0.0, source: str = "",
+                 check_dtype: bool = False) -> None:
+    """``actual`` equals ``expected`` entry by entry within ``atol + rtol * |expected|``.
+
+    -inf/inf must match exactly; NaN never matches. ``source`` names where the expected
+    tensor comes from (a document cell) and is appended to the message.
+    """
+    expected = torch.as_tensor(expected)
+    where = f" (expected values: {source})" if source else ""
+    actual = expect_tensor(actual, what, shape=expected.shape, dtype=expected.dtype if check_dtype else None)
+    if not actual.is_floating_point() and expected.is_floating_point():
+        actual = actual.to(expected.dtype)
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    same_inf = torch.isinf(a) & torch.isinf(e) & (torch.sign(a) == torch.sign(e))
+    finite = torch.isfinite(a) & torch.isfinite(e)
+    close = same_inf | (finite & ((a - e).abs() <= atol + rtol * e.abs()))
+    if bool(close.all()):
+        return
+    bad = (~close).reshape(-1)
+    first = int(bad.nonzero()[0])
+    index = _index(first, a.shape)
+    got, want = a.reshape(-1)[first].item(), e.reshape(-1)[first].item()
+    tolerance = f"atol {atol:g}" + (f", rtol {rtol:g}" if rtol else "")
+    fail(f"{what}: {int(bad.sum())} of {bad.numel()} entries differ; first at {index}: "
+         f"expected {_fmt(want)}, got {_fmt(got)} ({tolerance}){where}")
+
+
+def expect_document(actual, printed: Printed, what: str) -> None:
+    """``actual`` reproduces a tensor printed in a document."""
+    expect_close(actual, printed.tensor, what, atol=printed.atol, source=printed.provenance)
+
+
+def expect_equal(actual, expected, what: str) -> None:
+    """Exact equality, for masks and other discrete tensors (dtype included)."""
+    expected = torch.as_tensor(expected)
+    actual = expect_tensor(actual, what, shape=expected.shape, dtype=expected.dtype)
+    differ = (actual != expected).reshape(-1)
+    if bool(differ.any()):
+        first = int(differ.nonzero()[0])
+        fail(f"{what}: {int(differ.sum())} of {differ.numel()} entries differ; first at {_index(first, actual.shape)}: "
+             f"expected {expected.reshape(-1)[first].item()}, got {actual.reshape(-1)[first].item()}")
+
+
+def expect_unmodified(original: torch.Tensor, after, what: str) -> None:
+    """An argument must come back from the call exactly as it went in."""
+    if not isinstance(after, torch.Tensor) or after.shape != original.shape or not torch.equal(after, original):
+        fail(f"{what} modified its input in place; build a new tensor instead (e.g. masked_fill, not masked_fill_)")
+
+
+def expect_student_error(call, error_type: str, what: str) -> StudentError:
+    """``call()`` must make the student's code raise ``error_type`` (a name such as "ValueError")."""
+    try:
+        result = call()
+    except StudentError as error:
+        if error.kind == "exception" and error.type_name == error_type:
+            return error
+        if error.kind == "exception":
+            fail(f"{what}: expected {error_type}, got {error}")
+        raise
+    fail(f"{what}: expected {error_type} to be raised, but it returned {type(result).__name__}")
+
+
+# -- structural checks: read the student's source, never run it ---------------------------------
+
+def find_function(source: str | None, name: str, module: str) -> ast.AST:
+    """The ``def`` (or ``class``) called ``name`` at the top level of ``source``."""
+    if source is None:
+        fail(f"{module}.py is missing")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        fail(f"{module}.py does not parse: {exc.msg} (line {exc.lineno})")
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return node
+    fail(f"{module}.py defines no top-level `{name}`")
+
+
+def expect_implemented(node: ast.AST, module: str) -> None:
+    """A function whose body still raises NotImplementedError is the untouched stub."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Raise) and child.exc is not None:
+            raised = child.exc.func if isinstance(child.exc, ast.Call) else child.exc
+            if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
+                fail(f"not implemented yet: {module}.{node.name}")
+
+
+def loop_depth(node: ast.AST) -> int:
+    """The deepest nesting of Python loops (for, while, comprehensions) inside ``node``."""
+    def depth(n: ast.AST) -> int:
+        own = 1 if isinstance(n, (ast.For, ast.While)) else 0
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            own = len(n.generators)
+        return own + max((depth(child) for child in ast.iter_child_nodes(n)), default=0)
+    return max((depth(child) for child in ast.iter_child_nodes(node)), default=0)
+
+
+def expect_loops(source: str | None, module: str, name: str, depth: int) -> None:
+    """``name`` in ``module`` must contain Python loops nested at least ``depth`` deep."""
+    function = find_function(source, name, module)
+    expect_implemented(function, module)
+    found = loop_depth(function)
+    if found < depth:
+        wanted = "a Python loop" if depth == 1 else f"{depth} nested Python loops"
+        fail(f"{module}.{name} must compute its result with {wanted} (this exercise is about the loop "
+             f"form); found {'no loop' if found == 0 else f'loops nested {found} deep'}")
+
+
+def softmax_calls(source: str) -> list[tuple[int, str]]:
+    """Lines where ``source`` uses a softmax that PyTorch provides."""
+    banned = {"softmax", "log_softmax", "_softmax", "softmin"}
+    hits = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
+            hits += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if a.name.lower() in banned]
+            continue
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name is not None and name.lower() in banned:
+            hits.append((node.lineno, ast.unparse(node)))
+    return hits
+
+
+def expect_no_library_softmax(source: str | None, module: str, name: str) -> None:
+    """``module`` (whose function ``name`` must be implemented) calls no softmax from PyTorch."""
+    expect_implemented(find_function(source, name, module), module)
+    tree_hits = softmax_calls(source)
+    # Only a name the student defines at the top level (their own `def softmax`) is allowed.
+    hits = [(line, text) for line, text in tree_hits if text != "softmax"]
+    if hits:
+        shown = ", ".join(f"line {line}: {text}" for line, text in hits[:3])
+        fail(f"{module}.py must compute softmax itself (exp, max, sum), not call PyTorch's: found {shown}")

@@ -1,0 +1,147 @@
+"""The safe wire format between the judge and a worker that runs student code.
+
+A message is a JSON document plus raw byte blobs. Tensors travel as dtype + shape + bytes
+and are rebuilt with ``torch.frombuffer``; nothing is ever unpickled, so a worker that
+runs hostile code can send wrong numbers but never objects that execute on arrival.
+
+Frame layout: ``<u32 header length><u32 blob count><header JSON>`` then, per blob,
+``<u64 length><bytes>``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import torch
+
+# Only plain numeric dtypes may cross; the decoder rejects anything else.
+DTYPES = {
+    name: getattr(torch, name)
+    for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+MAX_FRAME_BYTES = 512 * 1024 * 1024
+
+
+class CodecError(ValueError):
+    """A value that cannot be encoded, or a frame that is malformed or too large."""
+
+
+class GeneratorSpec:
+    """Stands for ``torch.Generator().manual_seed(seed)``, which cannot cross a pipe itself."""
+
+    def __init__(self, seed: int):
+        self.seed = int(seed)
+
+    def __repr__(self) -> str:
+        return f"GeneratorSpec({self.seed})"
+
+
+class HandleRef:
+    """A reference to an object that lives in the worker (an ``nn.Module`` it built)."""
+
+    def __init__(self, handle_id: int, type_name: str = ""):
+        self.id = int(handle_id)
+        self.type_name = str(type_name)
+
+
+def _encode(value, blobs: list):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, torch.Tensor):
+        # A plain, compact, detached copy: subclasses and views do not survive the trip.
+        plain = torch.Tensor.detach(value).to("cpu").clone(memory_format=torch.contiguous_format)
+        if plain.dtype not in DTYPE_NAMES:
+            raise CodecError(f"tensors of dtype {plain.dtype} are not supported")
+        blobs.append(plain.reshape(-1).view(torch.uint8).numpy().tobytes() if plain.numel() else b"")
+        return {"$tensor": len(blobs) - 1, "dtype": DTYPE_NAMES[plain.dtype], "shape": list(plain.shape)}
+    if isinstance(value, GeneratorSpec):
+        return {"$generator": value.seed}
+    if isinstance(value, HandleRef):
+        return {"$handle": value.id, "type": value.type_name}
+    if isinstance(value, torch.Size):
+        return {"$size": list(value)}
+    if isinstance(value, (list, tuple)):
+        items = [_encode(v, blobs) for v in value]
+        return items if isinstance(value, list) else {"$tuple": items}
+    if isinstance(value, dict):
+        return {"$dict": [[_encode(k, blobs), _encode(v, blobs)] for k, v in value.items()]}
+    raise CodecError(f"a value of type {type(value).__name__} cannot be sent")
+
+
+def encode(message) -> bytes:
+    """Serialise ``message`` (JSON-like values, tensors, specs) into one frame."""
+    blobs: list[bytes] = []
+    header = json.dumps(_encode(message, blobs)).encode()
+    parts = [struct.pack("<II", len(header), len(blobs)), header]
+    for blob in blobs:
+        parts += [struct.pack("<Q", len(blob)), blob]
+    return b"".join(parts)
+
+
+def _decode(node, blobs: list[bytes]):
+    if isinstance(node, list):
+        return [_decode(v, blobs) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if "$tensor" in node:
+        dtype = DTYPES.get(node.get("dtype"))
+        shape = node.get("shape")
+        if dtype is None or not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+            raise CodecError(f"malformed tensor header {node!r}")
+        data = blobs[node["$tensor"]]
+        count = math.prod(shape)
+        if len(data) != count * torch.empty((), dtype=dtype).element_size():
+            raise CodecError("tensor byte count does not match its shape")
+        if count == 0:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    if "$float" in node:
+        return float(node["$float"])
+    if "$tuple" in node:
+        return tuple(_decode(v, blobs) for v in node["$tuple"])
+    if "$size" in node:
+        return torch.Size(node["$size"])
+    if "$dict" in node:
+        return {_decode(k, blobs): _decode(v, blobs) for k, v in node["$dict"]}
+    if "$generator" in node:
+        return GeneratorSpec(node["$generator"])
+    if "$handle" in node:
+        return HandleRef(node["$handle"], node.get("type", ""))
+    raise CodecError(f"unknown node {sorted(node)!r}")
+
+
+def decode(header: bytes, blobs: list[bytes]):
+    """Rebuild a message from a frame's header and blobs (see :func:`read_frame`)."""
+    try:
+        tree = json.loads(header)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CodecError(f"malformed header: {exc}") from None
+    try:
+        return _decode(tree, blobs)
+    except (IndexError, KeyError, TypeError) as exc:
+        raise CodecError(f"malformed message: {exc!r}") from None
+
+
+def read_frame(read_exact, limit: int = MAX_FRAME_BYTES):
+    """Read one frame with ``read_exact(n) -> bytes`` and decode it; refuse frames over ``limit``."""
+    size, count = struct.unpack("<II", read_exact(8))
+    if size > limit or count > limit // 8:
+        raise CodecError(f"message header of {size} bytes exceeds the limit")
+    header = read_exact(size)
+    total = size
+    blobs = []
+    for _ in range(count):
+        (n,) = struct.unpack("<Q", read_exact(8))
+        total += n
+        if total > limit:
+            raise CodecError(f"message larger than {limit} bytes")
+        blobs.append(read_exact(n))
+    return decode(header, blobs)

@@ -1,0 +1,172 @@
+"""The pytest plugin that turns the lab's checks into a grade.
+
+Loaded by the checks' ``conftest.py``. It gives the checks their only way to reach student
+code (the ``student`` fixture, and ``reference`` for hidden checks), marks each check with
+its part (``pytest -m softmax``), attaches the points declared in ``points.toml``, prints a
+per-part table, writes the results as JSON (``--results-json``) and replaces tracebacks by
+the one-line messages of :class:`CheckFailure` and :class:`StudentError`.
+
+A check is hidden when its ``def`` lies inside a ``### BEGIN HIDDEN TESTS`` fence of its
+file; the release strips those fences, so students never see hidden checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from autograder import PARTS
+from autograder.checks import CheckFailure
+from autograder.release import hidden_line_ranges
+from autograder.student import KIT_ROOT, Student, StudentError
+
+POINTS_FILE = "points.toml"
+
+# Same examples every run: a submission gets the same score every time it is graded.
+settings.register_profile("grading", derandomize=True, deadline=None, max_examples=25, database=None,
+                          print_blob=False, suppress_health_check=list(HealthCheck))
+settings.load_profile("grading")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("attention lab")
+    group.addoption("--submission", help="folder holding the student's modules (default: the folder above the checks)")
+    group.addoption("--reference", help="folder holding the reference modules, for hidden checks "
+                                        "(default: solutions/attention of the kit)")
+    group.addoption("--results-json", help="write every check's result and the points to this file")
+    group.addoption("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
+
+
+def pytest_configure(config):
+    for part in PARTS:
+        config.addinivalue_line("markers", f"{part}: checks of the {part} part")
+    config.addinivalue_line("markers", "hidden: a check students do not see (inside a HIDDEN TESTS fence)")
+    config.pluginmanager.register(Scoreboard(config), "attention-scoreboard")
+
+
+CHECKS_DIR = pytest.StashKey[Path]()
+
+
+def load_points(checks_dir: Path) -> dict[str, dict[str, float]]:
+    """``{part: {check name: points}}`` plus ``weights``: the one place points are declared."""
+    path = checks_dir / POINTS_FILE
+    return tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def part_of(item) -> str | None:
+    stem = item.path.stem.removeprefix("test_")
+    return stem if stem in PARTS else None
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if not items:
+        return
+    checks_dir = items[0].path.parent
+    config.stash[CHECKS_DIR] = checks_dir
+    points = load_points(checks_dir)
+    hidden_ranges: dict[Path, list[range]] = {}
+    for item in items:
+        part = part_of(item)
+        if part is None:
+            continue
+        item.add_marker(part)
+        if item.path not in hidden_ranges:
+            hidden_ranges[item.path] = hidden_line_ranges(item.path.read_text(encoding="utf-8"))
+        line = item.function.__code__.co_firstlineno
+        hidden = any(line in span for span in hidden_ranges[item.path])
+        if hidden:
+            item.add_marker("hidden")
+        name = item.originalname
+        siblings = sum(1 for other in items if other.originalname == name and other.path == item.path)
+        item.user_properties += [("part", part), ("check", name), ("hidden", hidden),
+                                 ("points", float(points.get(part, {}).get(name, 0)) / siblings)]
+
+
+@pytest.fixture(scope="session")
+def student(request):
+    """The submission under test, reached only through a worker process."""
+    root = request.config.getoption("submission") or request.config.stash[CHECKS_DIR].parent
+    proxy = Student(root, timeout=request.config.getoption("call_timeout"))
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture(scope="session")
+def reference(request):
+    """The reference solution, run the same way as the student's code (hidden checks only)."""
+    root = Path(request.config.getoption("reference") or KIT_ROOT / "solutions" / "attention")
+    if not (root / "scores.py").is_file():
+        pytest.fail(f"no reference solution in {root}: run `make solutions` or pass --reference")
+    proxy = Student(root, timeout=60.0)
+    yield proxy
+    proxy.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance((CheckFailure, StudentError)):
+        error = call.excinfo.value
+        message = str(error)
+        if isinstance(error, StudentError) and error.trace:
+            message += "\n" + error.trace.rstrip()
+        report.longrepr = message
+    return report
+
+
+def summarise(results: dict) -> dict:
+    """Points per part from per-check results."""
+    parts = {}
+    for entry in results.values():
+        part = parts.setdefault(entry["part"], {"points": 0.0, "max_points": 0.0, "passed": 0, "checks": 0})
+        part["max_points"] += entry["points"]
+        part["checks"] += 1
+        if entry["passed"]:
+            part["points"] += entry["points"]
+            part["passed"] += 1
+    ordered = {p: parts[p] for p in PARTS if p in parts}
+    return {
+        "parts": ordered,
+        "total": round(sum(p["points"] for p in ordered.values()), 6),
+        "max_total": round(sum(p["max_points"] for p in ordered.values()), 6),
+    }
+
+
+class Scoreboard:
+    """Collects each check's verdict, prints the points table and writes the JSON results."""
+
+    def __init__(self, config):
+        self.config = config
+        self.results: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report):
+        props = dict(report.user_properties)
+        if "part" not in props:
+            return
+        entry = self.results.setdefault(report.nodeid, {"passed": True, "message": "", **props})
+        if report.failed or (report.skipped and report.when == "call"):
+            entry["passed"] = False
+            entry["message"] = entry["message"] or (str(report.longrepr) if report.longrepr else "skipped")[:4000]
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.results:
+            return
+        summary = summarise(self.results)
+        write = terminalreporter.write_line
+        terminalreporter.section("attention lab: points")
+        write(f"{'part':<12} {'points':>13}   checks passed")
+        for part, row in summary["parts"].items():
+            write(f"{part:<12} {row['points']:>6g} / {row['max_points']:<4g}   {row['passed']} / {row['checks']}")
+        write(f"{'total':<12} {summary['total']:>6g} / {summary['max_total']:<4g}")
+        out = self.config.getoption("results_json")
+        if out:
+            payload = {**summary, "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}
+            tmp = f"{out}.tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                json.dump(payload, handle, indent=1)
+            os.replace(tmp, out)

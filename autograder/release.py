@@ -1,0 +1,125 @@
+"""Build the student release (``assignments/``) and the reference (``solutions/``) from ``source/``.
+
+The notebook goes through the real ``nbgrader generate_assignment`` / ``generate_solution``.
+nbgrader copies every other file verbatim (upstream issue 1237), which would hand students
+the solutions inside the ``.py`` modules and the hidden checks inside ``tests/``; so
+``nbgrader_config.py`` tells nbgrader to leave ``*.py`` and ``tests`` alone and this module
+writes them, using nbgrader's own preprocessors (and the course's configuration of them)
+to cut the fenced regions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+from nbformat.v4 import new_code_cell
+from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
+from traitlets.config.loader import PyFileConfigLoader
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+ASSIGNMENT = "attention"
+
+
+@cache
+def course_config():
+    return PyFileConfigLoader("nbgrader_config.py", path=str(KIT_ROOT)).load_config()
+
+
+def directory(kind: str) -> Path:
+    """``source``, ``release`` or ``solution`` directory of the course, as configured."""
+    configured = course_config().CourseDirectory.get(f"{kind}_directory")
+    return KIT_ROOT / configured
+
+
+def _solutions() -> ClearSolutions:
+    return ClearSolutions(config=course_config())
+
+
+def _hidden() -> ClearHiddenTests:
+    return ClearHiddenTests(config=course_config())
+
+
+def stub_solutions(text: str) -> str:
+    """Replace each solution region with the course's code stub (nbgrader's own logic)."""
+    cell = new_code_cell(text)
+    _solutions()._replace_solution_region(cell, "python")
+    return cell.source
+
+
+def keep_solutions(text: str) -> str:
+    """Keep the solution code and drop the fence lines around it."""
+    clear = _solutions()
+    fences = (clear.begin_solution_delimeter, clear.end_solution_delimeter)
+    return "\n".join(line for line in text.split("\n") if not any(f in line for f in fences))
+
+
+def strip_hidden_tests(text: str) -> str:
+    """Remove each hidden-tests region (nbgrader's own logic)."""
+    cell = new_code_cell(text)
+    _hidden()._remove_hidden_test_region(cell)
+    return cell.source
+
+
+def fenced_lines(text: str, begin: str, end: str) -> list[range]:
+    """1-based line ranges strictly inside ``begin``/``end`` fences."""
+    spans, start = [], None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if begin in line:
+            start = number + 1
+        elif end in line and start is not None:
+            spans.append(range(start, number))
+            start = None
+    return spans
+
+
+def hidden_line_ranges(text: str) -> list[range]:
+    hidden = _hidden()
+    return fenced_lines(text, hidden.begin_test_delimeter, hidden.end_test_delimeter)
+
+
+def solution_line_ranges(text: str) -> list[range]:
+    clear = _solutions()
+    return fenced_lines(text, clear.begin_solution_delimeter, clear.end_solution_delimeter)
+
+
+def kit_files(source: Path) -> list[Path]:
+    """The source files this module writes (the ones nbgrader is told to skip)."""
+    candidates = [*source.glob("*.py"), *(source / "tests").rglob("*")]
+    return sorted(p for p in candidates if p.is_file() and not any(
+        part.startswith(".") or part == "__pycache__" for part in p.relative_to(source).parts))
+
+
+def transform(kind: str, relative: Path, text: str) -> str:
+    if relative.parts[0] == "tests":
+        return strip_hidden_tests(text) if kind == "release" else text
+    return stub_solutions(text) if kind == "release" else keep_solutions(text)
+
+
+def build(kind: str, out_dir: Path | None = None) -> Path:
+    """Write the ``release`` or ``solution`` version of the assignment; return its folder."""
+    command = {"release": "generate_assignment", "solution": "generate_solution"}[kind]
+    out_root = Path(out_dir) if out_dir else directory(kind)
+    bin_dir = Path(sys.executable).parent  # nbgrader itself runs `alembic` from PATH
+    subprocess.run(
+        [str(bin_dir / "nbgrader"), command, ASSIGNMENT, "--force", "--log-level=WARN",
+         f"--CourseDirectory.{kind}_directory={out_root}"],
+        cwd=KIT_ROOT, check=True, env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
+    )
+    source = directory("source") / ASSIGNMENT
+    target = out_root / ASSIGNMENT
+    for path in kit_files(source):
+        relative = path.relative_to(source)
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        text = path.read_text(encoding="utf-8")
+        destination.write_text(transform(kind, relative, text), encoding="utf-8")
+        shutil.copymode(path, destination)
+    for cache_dir in target.rglob("__pycache__"):
+        shutil.rmtree(cache_dir)
+    return target
+

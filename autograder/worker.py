@@ -1,0 +1,256 @@
+"""The worker: the only process that imports and runs a submission's modules.
+
+Started by :class:`autograder.student.Student` as
+``python -m autograder.worker <dir> <request fd> <answer fd>``.
+It reads requests and writes answers on those two pipes in the format of
+:mod:`autograder.codec`; stdout is pointed at stderr so that a student's ``print`` can never
+be mistaken for an answer. Every request starts from the same RNG state, so a result does
+not depend on which calls came before it.
+
+Requests (all optional fields may be omitted):
+  {"op": "call", "target": "module.name", "args": [...], "kwargs": {...}, "seed": int|None,
+   "echo_args": bool}
+      call a function, or construct a class (the result is a handle to the new module);
+      with echo_args, answer {"result", "args"} to show what the call did to its arguments;
+  {"op": "build", "specs": [[target, args, kwargs], ...], "seed": int}
+      construct several objects one after the other from one seed (the documents do this);
+  {"op": "method", "handle": id, "name": str, "args": [...], "kwargs": {...}, "seed": ...}
+      ``forward``, ``train``, ``state_dict``, ``load_state_dict`` or ``structure`` of a handle;
+  {"op": "grad", "target" | "handle": ..., "args": [...], "kwargs": {...}, "upstream": tensor}
+      run the call, backpropagate ``upstream`` and return the gradients of the tensor
+      arguments (and of the module's parameters).
+Answers: {"ok": value} or {"error": {"kind", "type", "message", "where", "trace"}}.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+
+import torch
+
+from autograder.codec import CodecError, GeneratorSpec, HandleRef, encode, read_frame
+
+DEFAULT_SEED = 0
+METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure")
+
+
+class RequestError(Exception):
+    """A request the worker cannot serve (missing module or name, bad handle, bad value)."""
+
+    def __init__(self, kind: str, message: str, where: str = ""):
+        super().__init__(message)
+        self.kind, self.where = kind, where
+
+
+class Worker:
+    def __init__(self, root: str):
+        self.root = os.path.realpath(root)
+        self.handles: dict[int, torch.nn.Module] = {}
+        self.broken_imports: dict[str, str] = {}
+
+    # -- resolving student names -------------------------------------------------------
+    def module(self, name: str):
+        if name in self.broken_imports:
+            raise RequestError("import", self.broken_imports[name], name)
+        if not os.path.isfile(os.path.join(self.root, name + ".py")):
+            raise RequestError("missing", f"{name}.py is missing from the submission", name)
+        try:
+            return importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - any failure at import is the student's
+            message = f"{name}.py could not be imported: {describe_exception(exc)}"
+            self.broken_imports[name] = message
+            raise RequestError("import", message, name) from None
+
+    def resolve(self, target: str):
+        module_name, _, attr = str(target).partition(".")
+        module = self.module(module_name)
+        if not attr or not hasattr(module, attr):
+            raise RequestError("missing", f"{module_name}.py defines no `{attr}`", target)
+        return getattr(module, attr)
+
+    def handle(self, handle_id) -> torch.nn.Module:
+        try:
+            return self.handles[int(handle_id)]
+        except (KeyError, TypeError, ValueError):
+            raise RequestError("bad_request", f"no object with handle {handle_id!r} (was the worker restarted?)")
+
+    # -- values ---------------------------------------------------------------------------
+    def materialise(self, value):
+        """Turn wire placeholders into live objects for the student's code."""
+        if isinstance(value, GeneratorSpec):
+            return torch.Generator().manual_seed(value.seed)
+        if isinstance(value, HandleRef):
+            return self.handle(value.id)
+        if isinstance(value, list):
+            return [self.materialise(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.materialise(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self.materialise(v) for k, v in value.items()}
+        return value
+
+    def publish(self, value):
+        """Turn a student's return value into something the codec may send."""
+        if isinstance(value, torch.nn.Module):
+            handle_id = len(self.handles) + 1
+            self.handles[handle_id] = value
+            return HandleRef(handle_id, qualified_name(type(value)))
+        if isinstance(value, (list, tuple)):
+            items = [self.publish(v) for v in value]
+            return items if isinstance(value, list) else tuple(items)
+        if isinstance(value, dict):
+            return {self.publish(k): self.publish(v) for k, v in value.items()}
+        return value
+
+    # -- operations ---------------------------------------------------------------------------
+    def serve(self, request: dict):
+        op = request.get("op")
+        seed = request.get("seed")
+        torch.manual_seed(DEFAULT_SEED if seed is None else int(seed))
+        args = self.materialise(list(request.get("args") or []))
+        kwargs = self.materialise(dict(request.get("kwargs") or {}))
+        if op == "call":
+            result = self.publish(self.resolve(request["target"])(*args, **kwargs))
+            # The arguments as the call left them: checks that inputs were not modified in place.
+            return {"result": result, "args": args} if request.get("echo_args") else result
+        if op == "build":
+            built = []
+            for target, spec_args, spec_kwargs in request["specs"]:
+                built.append(self.resolve(target)(*self.materialise(spec_args), **self.materialise(spec_kwargs)))
+            return self.publish(built)
+        if op == "method":
+            return self.publish(self.method(self.handle(request["handle"]), request.get("name"), args, kwargs))
+        if op == "grad":
+            return self.grad(request, args, kwargs)
+        raise RequestError("bad_request", f"unknown operation {op!r}")
+
+    def method(self, module: torch.nn.Module, name, args, kwargs):
+        if name not in METHODS:
+            raise RequestError("bad_request", f"method {name!r} is not available")
+        if name == "forward":
+            return module(*args, **kwargs)
+        if name == "train":
+            module.train(*args, **kwargs)
+            return None
+        if name == "state_dict":
+            return dict(module.state_dict())
+        if name == "load_state_dict":
+            module.load_state_dict(*args, **kwargs)
+            return None
+        return structure(module)
+
+    def grad(self, request, args, kwargs):
+        inputs = [a.detach().clone().requires_grad_(True) if floating(a) else a for a in args]
+        if "handle" in request:
+            module = self.handle(request["handle"])
+            module.zero_grad(set_to_none=True)
+            out = module(*inputs, **kwargs)
+            params = dict(module.named_parameters())
+        else:
+            out = self.resolve(request["target"])(*inputs, **kwargs)
+            params = {}
+        if not isinstance(out, torch.Tensor):
+            raise RequestError("exception", f"expected a tensor to backpropagate through, got {type(out).__name__}")
+        upstream = request.get("upstream")
+        if not out.requires_grad:
+            return {"output": out, "inputs": [None] * len(inputs), "parameters": {k: None for k in params}}
+        out.backward(upstream if upstream is not None else torch.ones_like(out))
+        return {
+            "output": out,
+            "inputs": [a.grad if isinstance(a, torch.Tensor) else None for a in inputs],
+            "parameters": {k: p.grad for k, p in params.items()},
+        }
+
+
+def floating(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def structure(module: torch.nn.Module) -> dict:
+    """What a module is made of, in creation order: the structural checks judge this."""
+    return {
+        "type": qualified_name(type(module)),
+        "children": [[name, qualified_name(type(child))] for name, child in module.named_children()],
+        "parameters": [[name, list(p.shape), qualified_name(type(p))] for name, p in module.named_parameters(recurse=False)],
+        "all_parameters": [[name, list(p.shape)] for name, p in module.named_parameters()],
+        "buffers": [[name, str(b.dtype).removeprefix("torch."), list(b.shape)] for name, b in module.named_buffers(recurse=False)],
+        "training": bool(module.training),
+    }
+
+
+def describe_exception(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        text += f" (line {exc.lineno})"
+    return text[:2000]
+
+
+def student_frames(exc: BaseException, root: str) -> list[traceback.FrameSummary]:
+    return [f for f in traceback.extract_tb(exc.__traceback__) if os.path.realpath(f.filename).startswith(root + os.sep)]
+
+
+def innermost_student_code(exc: BaseException, root: str):
+    tb, code = exc.__traceback__, None
+    while tb is not None:
+        if os.path.realpath(tb.tb_frame.f_code.co_filename).startswith(root + os.sep):
+            code = tb.tb_frame.f_code
+        tb = tb.tb_next
+    return code
+
+
+def error_answer(exc: BaseException, request: dict, root: str) -> dict:
+    where = str(request.get("target") or request.get("name") or "")
+    if isinstance(exc, RequestError):
+        return {"kind": exc.kind, "type": "", "message": str(exc), "where": exc.where or where, "trace": ""}
+    frames = student_frames(exc, root)
+    trace = "".join(traceback.format_list(frames[-5:]))[-3000:]
+    if isinstance(exc, NotImplementedError) and frames:
+        # Name the stub that raised ("masking.CausalAttention"), not the call that led there.
+        code = innermost_student_code(exc, root)
+        stub = f"{os.path.splitext(os.path.basename(code.co_filename))[0]}.{code.co_qualname.removesuffix('.__init__')}"
+        return {"kind": "not_implemented", "type": "NotImplementedError", "message": f"not implemented yet: {stub}", "where": stub, "trace": ""}
+    return {"kind": "exception", "type": type(exc).__name__, "message": describe_exception(exc), "where": where, "trace": trace}
+
+
+def main(root: str, request_fd: int, answer_fd: int) -> None:
+    requests = os.fdopen(request_fd, "rb", buffering=0)
+    responses = os.fdopen(answer_fd, "wb", buffering=0)
+    os.dup2(2, 1)  # a student's print goes to stderr, never into the answer channel
+    sys.path.append(os.path.realpath(root))  # last: a submission cannot shadow torch or the stdlib
+    worker = Worker(root)
+
+    def read_exact(n: int) -> bytes:
+        chunks, remaining = [], n
+        while remaining:
+            chunk = requests.read(remaining)
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    while True:
+        try:
+            request = read_frame(read_exact)
+        except EOFError:
+            return
+        try:
+            answer = {"ok": worker.serve(request)}
+            frame = encode(answer)
+        except CodecError as exc:
+            frame = encode({"error": {"kind": "bad_value", "type": "", "message": f"returned a value the grader cannot read: {exc}",
+                                      "where": str(request.get("target", "")), "trace": ""}})
+        except BaseException as exc:  # noqa: BLE001 - report everything the student's code raises
+            frame = encode({"error": error_answer(exc, request, worker.root)})
+        responses.write(frame)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,21 @@
+"""nbgrader configuration: the repository root is the course directory."""
+
+c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
+
+c.CourseDirectory.course_id = "attention-lab"
+c.CourseDirectory.source_directory = "source"
+c.CourseDirectory.release_directory = "assignments"
+c.CourseDirectory.solution_directory = "solutions"
+c.CourseDirectory.submitted_directory = "submitted"
+c.CourseDirectory.db_url = "sqlite:///gradebook.db"  # local to each machine; not committed
+
+# nbgrader copies non-notebook files verbatim, solutions and hidden tests included
+# (jupyter/nbgrader issue 1237). The kit writes the modules and tests/ itself
+# (autograder/release.py), so nbgrader must not copy them.
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback",
+    ".pytest_cache", ".hypothesis", "*.py", "tests",
+]
+
+# The stub that replaces each solution region is nbgrader's ClearSolutions.code_stub; set it
+# here to change it, and autograder/release.py uses the same text for the modules.

@@ -1,0 +1,99 @@
+"""Checks for part ``scores``: attention scores as dot products, by loops and as a matrix product."""
+
+import torch
+
+from autograder.checks import expect_close, expect_document, expect_loops, random_tensor
+from document_tensors import ALL_SCORES, BATCHED_A, BATCHED_AAT, QUERY2_SCORES, YOUR_JOURNEY
+
+INPUTS = torch.tensor(YOUR_JOURNEY)
+
+
+def test_query_scores_match_document(student):
+    """000 In [2]: the scores of query x(2) against every token."""
+    scores = student.scores.attention_scores_for_query(INPUTS, INPUTS[1])
+    expect_document(scores, QUERY2_SCORES, "attention_scores_for_query(inputs, inputs[1])")
+
+
+def test_query_scores_use_a_loop(student):
+    expect_loops(student.source("scores"), "scores", "attention_scores_for_query", depth=1)
+
+
+def test_loop_scores_match_document(student):
+    """003 "A simple example (batch query)": the 6x6 score matrix, computed with nested loops."""
+    expect_document(student.scores.attention_scores_loop(INPUTS), ALL_SCORES, "attention_scores_loop(inputs)")
+
+
+def test_loop_scores_use_nested_loops(student):
+    expect_loops(student.source("scores"), "scores", "attention_scores_loop", depth=2)
+
+
+def test_matrix_scores_match_document(student):
+    """003 "A simple example (batch query)": the same 6x6 matrix as one matrix product."""
+    expect_document(student.scores.attention_scores(INPUTS), ALL_SCORES, "attention_scores(inputs)")
+
+
+def test_matrix_scores_batched_match_document(student):
+    """003 "A note on batched matrix multiplications": a @ a.transpose(2, 3) for a of shape (1, 2, 3, 4)."""
+    expect_document(student.scores.attention_scores(torch.tensor(BATCHED_A)), BATCHED_AAT,
+                    "attention_scores(a) with a of shape (1, 2, 3, 4)")
+
+
+def test_loop_and_matrix_scores_agree(student):
+    """001 In [39]/[40]/[43]: loop scores equal matrix scores (7 tokens, 32-dim embeddings)."""
+    embedded = random_tensor(7, 7, 32)
+    loop = student.scores.attention_scores_loop(embedded)
+    expect_close(student.scores.attention_scores(embedded), loop, "attention_scores vs attention_scores_loop",
+                 atol=1e-4, rtol=1e-5)
+
+
+### BEGIN HIDDEN TESTS
+from hypothesis import given, strategies as st
+
+from autograder.checks import expect_tensor, expect_unmodified
+
+
+@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), dim=st.integers(1, 12),
+       batch=st.lists(st.integers(1, 3), max_size=2))
+def test_matrix_scores_random_shapes(student, reference, seed, tokens, dim, batch):
+    x = random_tensor(seed, *batch, tokens, dim)
+    expect_close(student.scores.attention_scores(x), reference.scores.attention_scores(x),
+                 f"attention_scores on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
+
+
+@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), dim=st.integers(1, 12), row=st.integers(0, 8))
+def test_loop_scores_random_inputs(student, reference, seed, tokens, dim, row):
+    x = random_tensor(seed, tokens, dim, scale=3.0)
+    query = x[row % tokens]
+    expect_close(student.scores.attention_scores_for_query(x, query), reference.scores.attention_scores_for_query(x, query),
+                 f"attention_scores_for_query on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
+    expect_close(student.scores.attention_scores_loop(x), reference.scores.attention_scores_loop(x),
+                 f"attention_scores_loop on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
+
+
+def test_scores_keep_float64(student):
+    x = random_tensor(1, 5, 4, dtype=torch.float64)
+    for name in ("attention_scores_loop", "attention_scores"):
+        expect_tensor(getattr(student.scores, name)(x), f"{name} on float64 input", dtype=torch.float64)
+    expect_tensor(student.scores.attention_scores_for_query(x, x[0]), "attention_scores_for_query on float64 input",
+                  dtype=torch.float64)
+
+
+def test_scores_gradients_flow(student):
+    x = random_tensor(2, 4, 3, dtype=torch.float64)
+    upstream = random_tensor(3, 4, 4, dtype=torch.float64)
+    expected = (upstream + upstream.T) @ x  # d/dx of sum(upstream * x x^T)
+    for name in ("attention_scores_loop", "attention_scores"):
+        grad = getattr(student.scores, name).grad(x, upstream=upstream)["inputs"][0]
+        expect_close(grad, expected, f"gradient of {name} with respect to its input (None: the graph was cut)",
+                     atol=1e-9, rtol=1e-9)
+
+
+def test_scores_leave_inputs_untouched(student):
+    x = random_tensor(4, 5, 3)
+    for name in ("attention_scores_loop", "attention_scores"):
+        _, (after,) = getattr(student.scores, name).with_args(x.clone())
+        expect_unmodified(x, after, name)
+    _, (after_x, after_q) = student.scores.attention_scores_for_query.with_args(x.clone(), x[2].clone())
+    expect_unmodified(x, after_x, "attention_scores_for_query")
+    expect_unmodified(x[2], after_q, "attention_scores_for_query")
+### END HIDDEN TESTS
