@@ -11,7 +11,7 @@ Requests (all optional fields may be omitted):
   {"op": "call", "target": "module.name", "args": [...], "kwargs": {...}, "seed": int|None,
    "echo_args": bool}
       call a function, or construct a class (the result is a handle to the new module);
-      with echo_args, answer {"result", "args"} to show what the call did to its arguments;
+      with echo_args, answer {"result", "args"}: the tensor arguments as the call left them;
   {"op": "build", "specs": [[target, args, kwargs], ...], "seed": int}
       construct several objects one after the other from one seed (the documents do this);
   {"op": "method", "handle": id, "name": str, "args": [...], "kwargs": {...}, "seed": ...}
@@ -115,7 +115,9 @@ class Worker:
         if op == "call":
             result = self.publish(self.resolve(request["target"])(*args, **kwargs))
             # The arguments as the call left them: checks that inputs were not modified in place.
-            return {"result": result, "args": args} if request.get("echo_args") else result
+            if not request.get("echo_args"):
+                return result
+            return {"result": result, "args": [a if isinstance(a, torch.Tensor) else None for a in args]}
         if op == "build":
             built = []
             for target, spec_args, spec_kwargs in request["specs"]:

@@ -84,9 +84,8 @@ def test_scores_gradients_flow(student):
     expected = (upstream + upstream.T) @ x  # d/dx of sum(upstream * x x^T)
     for name in ("attention_scores_loop", "attention_scores"):
         grad = getattr(student.scores, name).grad(x, upstream=upstream)["inputs"][0]
-        if grad is None:
-            expect_tensor(grad, f"gradient of {name} with respect to its input (is the graph cut?)")
-        expect_close(grad, expected, f"gradient of {name} with respect to its input", atol=1e-9, rtol=1e-9)
+        expect_close(grad, expected, f"gradient of {name} with respect to its input (None: the graph was cut)",
+                     atol=1e-9, rtol=1e-9)
 
 
 def test_scores_leave_inputs_untouched(student):

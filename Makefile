@@ -1,0 +1,32 @@
+# The attention lab. `make test` and (next issue) `make grade` set everything up themselves.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+READY := $(VENV)/.requirements-installed
+
+.PHONY: test check release solutions clean
+
+# The venv is rebuilt whenever the pinned requirements change.
+$(READY): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+## make test: the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
+test: $(READY)
+	$(PY) -m pytest tests
+
+## make check [PART=softmax] [SUBMISSION=dir]: run the public checks on a student's modules
+check: $(READY)
+	$(PY) -m autograder check $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION))
+
+## make release: write assignments/ (the student version) from source/
+release: $(READY)
+	$(PY) -m autograder release
+
+## make solutions: write solutions/ (the reference version) from source/
+solutions: $(READY)
+	$(PY) -m autograder solutions
+
+clean:
+	rm -rf $(VENV) gradebook.db .pytest_cache

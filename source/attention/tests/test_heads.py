@@ -1,0 +1,313 @@
+"""Checks for part ``heads``: multi-head causal self-attention, as stacked heads and as split/merge."""
+
+import ast
+
+import torch
+
+from autograder.checks import (expect_document, expect_equal, expect_student_error, expect_tensor, fail,
+                               find_function, random_tensor)
+from document_tensors import MHA_SEED123, WRAPPER_SEED123, YOUR_JOURNEY
+
+INPUTS = torch.tensor(YOUR_JOURNEY)
+BATCH = torch.stack((INPUTS, INPUTS))  # (2, 6, 3), as in 000 In [17] and 003
+
+LINEAR = "torch.nn.modules.linear.Linear"
+DROPOUT = "torch.nn.modules.dropout.Dropout"
+MODULE_LIST = "torch.nn.modules.container.ModuleList"
+
+# split_heads(arange(24).view(1, 3, 8), 2): head h holds features h*4 .. h*4+3 of every token.
+EXPLICIT_TOKENS = torch.arange(24, dtype=torch.float32).view(1, 3, 8)
+EXPLICIT_HEADS = torch.tensor([[
+    [[0.0, 1.0, 2.0, 3.0], [8.0, 9.0, 10.0, 11.0], [16.0, 17.0, 18.0, 19.0]],     # head 0
+    [[4.0, 5.0, 6.0, 7.0], [12.0, 13.0, 14.0, 15.0], [20.0, 21.0, 22.0, 23.0]],   # head 1
+]])
+
+
+def test_split_heads_on_explicit_tensor(student):
+    """split_heads(arange(24).view(1, 3, 8), 2): head h holds features h*4 .. h*4+3 of every token."""
+    expect_equal(student.heads.split_heads(EXPLICIT_TOKENS, 2), EXPLICIT_HEADS,
+                 "split_heads(torch.arange(24.).view(1, 3, 8), num_heads=2)")
+
+
+def test_merge_heads_on_explicit_tensor(student):
+    """merge_heads undoes the split above: heads concatenated on the last dim, head 0 first."""
+    expect_equal(student.heads.merge_heads(EXPLICIT_HEADS), EXPLICIT_TOKENS,
+                 "merge_heads(x) with x of shape (1, 2, 3, 4) (the split of arange(24).view(1, 3, 8))")
+
+
+def test_split_and_merge_shapes_match_document(student):
+    """003 "A note on views": a (2, 3, 4) tensor split into 2 heads has shape (2, 2, 3, 2), and merges back."""
+    x = random_tensor(3, 2, 3, 4)
+    split = x.view(2, 3, 2, 2).transpose(1, 2)  # the trusted split
+    result = expect_tensor(student.heads.split_heads(x, 2), "split_heads(x, 2) with x of shape (2, 3, 4)",
+                           shape=(2, 2, 3, 2))
+    expect_equal(result, split, "split_heads(x, 2) with x of shape (2, 3, 4)")
+    expect_equal(student.heads.merge_heads(split), x, "merge_heads(x) with x of shape (2, 2, 3, 2)")
+
+
+def test_split_heads_rejects_indivisible(student):
+    """The docstring's contract: d_out must be divisible by num_heads."""
+    expect_student_error(lambda: student.heads.split_heads(random_tensor(4, 1, 3, 5), 2), "ValueError",
+                         "split_heads(x, 2) with d_out = 5")
+    expect_student_error(lambda: student.heads.split_heads(random_tensor(5, 2, 4, 6), 4), "ValueError",
+                         "split_heads(x, 4) with d_out = 6")
+
+
+def test_wrapper_matches_document(student):
+    """003 "Multi-head self-attention (naive)": MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2) after manual_seed(123)."""
+    wrapper = student.seeded(123).heads.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)
+    expect_document(wrapper(BATCH), WRAPPER_SEED123,
+                    "MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2) after manual_seed(123), on the 2 x 6 batch")
+
+
+def test_wrapper_concatenates_heads_in_order(student):
+    """003 "Multi-head self-attention (naive)" with a third head: heads are built in order after
+    manual_seed(123), so the first two heads are the document's and the output grows to 3 * d_out."""
+    wrapper = student.seeded(123).heads.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 3)
+    what = "MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3) after manual_seed(123)"
+    out = expect_tensor(wrapper(BATCH), what, shape=(2, 6, 6))
+    expect_document(out[..., :4], WRAPPER_SEED123, f"{what}: the outputs of heads 0 and 1, out[..., :4]")
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def test_wrapper_structure(student):
+    """Contract: ``heads`` is an nn.ModuleList of ``num_heads`` masking.CausalAttention modules."""
+    wrapper = student.heads.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 3)
+    what = "MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)"
+    children = wrapper.structure()["children"]
+    if children != [["heads", MODULE_LIST]]:
+        fail(f"{what}: expected exactly one child, heads = nn.ModuleList([...]) ({[['heads', MODULE_LIST]]}), "
+             f"got {children}")
+    expected = [f"heads.{i}.{name}" for i in range(3) for name in ("W_query.weight", "W_key.weight", "W_value.weight", "mask")]
+    found = list(wrapper.state_dict())
+    if sorted(found) != sorted(expected):
+        fail(f"{what}: expected the state_dict of three CausalAttention heads {expected}, got {found}")
+    if "CausalAttention" not in _names_used(find_function(student.source("heads"), "MultiHeadAttentionWrapper", "heads")):
+        fail("heads.MultiHeadAttentionWrapper must build its heads with masking.CausalAttention; "
+             "the class never mentions CausalAttention")
+
+
+def test_mha_matches_document(student):
+    """000 In [18] (and 003 "Multi-head self-attention (parallel)"): MultiHeadAttention(3, 2, 6, 0.0, 2)
+    after manual_seed(123)."""
+    mha = student.seeded(123).heads.MultiHeadAttention(3, 2, 6, 0.0, 2)
+    expect_document(mha(BATCH), MHA_SEED123,
+                    "MultiHeadAttention(3, 2, 6, 0.0, num_heads=2) after manual_seed(123), on the 2 x 6 batch")
+
+
+def test_mha_structure(student):
+    """Contract: W_query, W_key, W_value, out_proj, dropout and the buffer ``mask``, created in that order."""
+    mha = student.heads.MultiHeadAttention(3, 4, 5, 0.1, 2, qkv_bias=True)
+    what = "MultiHeadAttention(3, 4, 5, 0.1, num_heads=2, qkv_bias=True)"
+    info = mha.structure()
+    expected_children = [["W_query", LINEAR], ["W_key", LINEAR], ["W_value", LINEAR], ["out_proj", LINEAR],
+                         ["dropout", DROPOUT]]
+    if info["children"] != expected_children:
+        fail(f"{what}: expected the submodules {expected_children} in this order, got {info['children']}")
+    expected_params = [[f"{name}.{kind}", [4, 3] if kind == "weight" else [4]]
+                       for name in ("W_query", "W_key", "W_value") for kind in ("weight", "bias")]
+    expected_params += [["out_proj.weight", [4, 4]], ["out_proj.bias", [4]]]
+    if info["all_parameters"] != expected_params:
+        fail(f"{what}: expected the parameters {expected_params}, got {info['all_parameters']}")
+    if info["buffers"] != [["mask", "float32", [5, 5]]]:
+        fail(f"{what}: expected one buffer, mask (float32, shape [5, 5]), got {info['buffers']}")
+    expect_equal(mha.state_dict()["mask"], torch.triu(torch.ones(5, 5), diagonal=1),
+                 f"{what}: buffer mask (1.0 strictly above the diagonal)")
+    plain = student.heads.MultiHeadAttention(3, 4, 5, 0.1, 2).structure()["all_parameters"]
+    expected_plain = [["W_query.weight", [4, 3]], ["W_key.weight", [4, 3]], ["W_value.weight", [4, 3]],
+                      ["out_proj.weight", [4, 4]], ["out_proj.bias", [4]]]
+    if plain != expected_plain:
+        fail(f"MultiHeadAttention(3, 4, 5, 0.1, num_heads=2): expected the parameters {expected_plain} "
+             f"(no query/key/value bias by default; out_proj always has one), got {plain}")
+
+
+def test_mha_rejects_indivisible(student):
+    """The docstring's contract: the constructor raises ValueError when d_out % num_heads != 0."""
+    expect_student_error(lambda: student.heads.MultiHeadAttention(3, 5, 6, 0.0, 2), "ValueError",
+                         "MultiHeadAttention(3, d_out=5, 6, 0.0, num_heads=2)")
+    expect_student_error(lambda: student.heads.MultiHeadAttention(4, 6, 6, 0.0, 4), "ValueError",
+                         "MultiHeadAttention(4, d_out=6, 6, 0.0, num_heads=4)")
+
+
+### BEGIN HIDDEN TESTS
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
+
+from autograder.checks import expect_close, expect_unmodified
+
+QKV = ("W_query", "W_key", "W_value")
+
+
+def _mha_state(seed, d_in, d_out, context_length, qkv_bias):
+    """A trusted state_dict for MultiHeadAttention, from a private generator."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(*shape, scale):
+        return torch.randn(shape, generator=gen) * scale
+
+    state = {}
+    for name in QKV:
+        state[f"{name}.weight"] = randn(d_out, d_in, scale=d_in ** -0.5)
+        if qkv_bias:
+            state[f"{name}.bias"] = randn(d_out, scale=0.3)
+    state["out_proj.weight"] = randn(d_out, d_out, scale=d_out ** -0.5)
+    state["out_proj.bias"] = randn(d_out, scale=0.3)
+    state["mask"] = torch.triu(torch.ones(context_length, context_length), diagonal=1)
+    return state
+
+
+def _linear(x, state, name):
+    return F.linear(x, state[f"{name}.weight"], state.get(f"{name}.bias"))
+
+
+def _trusted_mha(x, state, num_heads):
+    """Causal multi-head attention computed with PyTorch's own scaled_dot_product_attention."""
+    B, T, _ = x.shape
+    d_out = state["W_query.weight"].shape[0]
+    q, k, v = (_linear(x, state, name).view(B, T, num_heads, d_out // num_heads).transpose(1, 2) for name in QKV)
+    context = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(head_dim)
+    return _linear(context.transpose(1, 2).reshape(B, T, d_out), state, "out_proj")
+
+
+def _loaded_mha(side, state, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
+    mha = side.heads.MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+    mha.load_state_dict(state)
+    return mha
+
+
+@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 7), num_heads=st.integers(1, 4),
+       head_dim=st.integers(1, 4), qkv_bias=st.booleans())
+def test_mha_matches_torch_multihead_attention(student, seed, batch, tokens, num_heads, head_dim, qkv_bias):
+    d = num_heads * head_dim
+    state = _mha_state(seed, d, d, 7, qkv_bias)
+    if not qkv_bias:  # torch's bias=False also drops out_proj's bias
+        state["out_proj.bias"] = torch.zeros(d)
+    torch_mha = torch.nn.MultiheadAttention(d, num_heads, bias=qkv_bias, batch_first=True).eval()
+    with torch.no_grad():
+        torch_mha.in_proj_weight.copy_(torch.cat([state[f"{n}.weight"] for n in QKV]))
+        torch_mha.out_proj.weight.copy_(state["out_proj.weight"])
+        if qkv_bias:
+            torch_mha.in_proj_bias.copy_(torch.cat([state[f"{n}.bias"] for n in QKV]))
+            torch_mha.out_proj.bias.copy_(state["out_proj.bias"])
+    x = random_tensor(seed + 1, batch, tokens, d)
+    causal = torch.triu(torch.ones(tokens, tokens, dtype=torch.bool), diagonal=1)
+    with torch.no_grad():
+        expected, _ = torch_mha(x, x, x, attn_mask=causal, need_weights=False)
+    mha = _loaded_mha(student, state, d, d, 7, 0.0, num_heads, qkv_bias)
+    expect_close(mha(x), expected,
+                 f"MultiHeadAttention({d}, {d}, 7, 0.0, num_heads={num_heads}, qkv_bias={qkv_bias}) on shape "
+                 f"{tuple(x.shape)}, vs torch.nn.MultiheadAttention with the same weights and a causal mask",
+                 atol=1e-5, rtol=1e-4)
+
+
+@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 8), context=st.integers(0, 3),
+       num_heads=st.integers(1, 4), head_dim=st.integers(1, 4), d_in=st.integers(1, 6), qkv_bias=st.booleans())
+def test_mha_random_shapes_match_reference(student, reference, seed, batch, tokens, context, num_heads, head_dim, d_in,
+                                           qkv_bias):
+    d_out = num_heads * head_dim
+    context_length = tokens + context
+    state = _mha_state(seed, d_in, d_out, context_length, qkv_bias)
+    args = (state, d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
+    x = random_tensor(seed + 1, batch, tokens, d_in)
+    expect_close(_loaded_mha(student, *args)(x), _loaded_mha(reference, *args)(x),
+                 f"MultiHeadAttention({d_in}, {d_out}, {context_length}, 0.0, num_heads={num_heads}, "
+                 f"qkv_bias={qkv_bias}) on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-4)
+
+
+@given(seed=st.integers(0, 2**20), position=st.integers(0, 5))
+def test_mha_is_causal(student, seed, position):
+    state = _mha_state(seed, 4, 6, 6, False)
+    mha = _loaded_mha(student, state, 4, 6, 6, 0.0, 3, False)
+    x = random_tensor(seed + 1, 2, 6, 4)
+    changed = x.clone()
+    changed[:, position + 1:] = random_tensor(seed + 2, 2, 5 - position, 4)
+    before = mha(x)
+    expect_close(mha(changed)[:, :position + 1], before[:, :position + 1],
+                 f"MultiHeadAttention outputs for tokens 0..{position} after changing only tokens "
+                 f"{position + 1}.. (a query must never see later tokens)", atol=1e-6)
+
+
+def test_mha_shorter_input_than_context(student):
+    state = _mha_state(11, 3, 4, 10, True)
+    mha = _loaded_mha(student, state, 3, 4, 10, 0.0, 2, True)
+    for tokens in (1, 4, 9):
+        x = random_tensor(tokens, 2, tokens, 3)
+        expect_close(mha(x), _trusted_mha(x, state, 2),
+                     f"MultiHeadAttention(3, 4, context_length=10, 0.0, num_heads=2) on {tokens} tokens "
+                     "(cut the mask to mask[:T, :T])", atol=1e-5, rtol=1e-4)
+
+
+@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 6), num_heads=st.integers(1, 4),
+       head_dim=st.integers(1, 4), dtype=st.sampled_from([torch.float32, torch.float64, torch.int64]))
+def test_split_merge_random_round_trip(student, seed, batch, tokens, num_heads, head_dim, dtype):
+    x = (random_tensor(seed, batch, tokens, num_heads * head_dim, dtype=torch.float64) * 10).to(dtype)
+    split = x.view(batch, tokens, num_heads, head_dim).transpose(1, 2)  # trusted, non-contiguous
+    result, (after, _) = student.heads.split_heads.with_args(x.clone(), num_heads)
+    expect_equal(result, split, f"split_heads(x, {num_heads}) with x of shape {tuple(x.shape)} and dtype {dtype}")
+    expect_unmodified(x, after, "split_heads")
+    result, (after,) = student.heads.merge_heads.with_args(split)
+    expect_equal(result, x, f"merge_heads(x) with x = (output of a transpose) of shape {tuple(split.shape)} "
+                            f"and dtype {dtype}")
+    expect_unmodified(split.contiguous(), after, "merge_heads")
+
+
+def test_mha_gradients_reach_all_parameters(student):
+    state = _mha_state(5, 3, 4, 6, True)
+    mha = _loaded_mha(student, state, 3, 4, 6, 0.0, 2, True)
+    x = random_tensor(6, 2, 5, 3)
+    upstream = random_tensor(7, 2, 5, 4)
+    params = {name: value.clone().requires_grad_(True) for name, value in state.items() if name != "mask"}
+    x_leaf = x.clone().requires_grad_(True)
+    _trusted_mha(x_leaf, {**params, "mask": state["mask"]}, 2).backward(upstream)
+    answer = mha.grad(x, upstream=upstream)
+    expect_close(answer["inputs"][0], x_leaf.grad,
+                 "gradient of MultiHeadAttention's output with respect to its input (None: the graph was cut)",
+                 atol=1e-5, rtol=1e-4)
+    for name, param in params.items():
+        if name not in answer["parameters"]:
+            fail(f"expected a parameter {name} in MultiHeadAttention, found {sorted(answer['parameters'])}")
+        expect_close(answer["parameters"][name], param.grad,
+                     f"gradient of MultiHeadAttention's output with respect to {name} (None: it took no part)",
+                     atol=1e-5, rtol=1e-4)
+
+
+def test_mha_dropout_only_in_training(student, reference):
+    state = _mha_state(8, 3, 4, 6, False)
+    args = (state, 3, 4, 6, 0.5, 2, False)
+    x = random_tensor(9, 2, 6, 3)
+    mha = _loaded_mha(student, *args)
+    what = "MultiHeadAttention(3, 4, 6, dropout=0.5, num_heads=2)"
+    mha.eval()
+    first = mha(x)
+    expect_close(first, _trusted_mha(x, state, 2), f"{what} in eval mode (dropout must be off)", atol=1e-5, rtol=1e-4)
+    expect_close(mha(x), first, f"{what} in eval mode, called twice", atol=0.0)
+    mha.train()
+    trained = _loaded_mha(reference, *args)
+    expect_close(mha(x), trained(x), f"{what} in training mode, from the same random state as the reference "
+                 "(dropout on the attention weights, after the softmax)", atol=1e-5, rtol=1e-4)
+
+
+@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 6), num_heads=st.integers(1, 3),
+       d_in=st.integers(1, 4), d_out=st.integers(1, 4), qkv_bias=st.booleans())
+def test_wrapper_equals_concatenated_heads(student, reference, seed, batch, tokens, num_heads, d_in, d_out, qkv_bias):
+    gen = torch.Generator().manual_seed(seed)
+    state = {}
+    for i in range(num_heads):
+        for name in QKV:
+            state[f"heads.{i}.{name}.weight"] = torch.randn(d_out, d_in, generator=gen) * d_in ** -0.5
+            if qkv_bias:
+                state[f"heads.{i}.{name}.bias"] = torch.randn(d_out, generator=gen) * 0.3
+        state[f"heads.{i}.mask"] = torch.triu(torch.ones(6, 6), diagonal=1)
+    x = random_tensor(seed + 1, batch, tokens, d_in)
+    outputs = []
+    for side in (student, reference):
+        wrapper = side.heads.MultiHeadAttentionWrapper(d_in, d_out, 6, 0.0, num_heads, qkv_bias)
+        wrapper.load_state_dict(state)
+        outputs.append(wrapper(x))
+    expect_close(outputs[0], outputs[1],
+                 f"MultiHeadAttentionWrapper({d_in}, {d_out}, 6, 0.0, num_heads={num_heads}, qkv_bias={qkv_bias}) "
+                 f"on shape {tuple(x.shape)}: the heads' outputs concatenated on the last dim", atol=1e-5, rtol=1e-4)
+### END HIDDEN TESTS

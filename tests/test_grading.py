@@ -1,0 +1,84 @@
+"""The checks grade correctly: reference 100, stubs 0, each wrong module caught, breakage contained."""
+
+import tomllib
+
+import pytest
+
+from autograder import PARTS
+from conftest import CHECKS, WRONG_MODULES, grade, submission_with
+
+
+def failed(results: dict) -> dict[str, str]:
+    return {c["check"]: c["message"] for c in results["checks"] if not c["passed"]}
+
+
+def test_reference_solution_scores_100(solution_results):
+    assert failed(solution_results) == {}
+    assert solution_results["total"] == solution_results["max_total"] == 100
+    assert list(solution_results["parts"]) == list(PARTS)
+
+
+def test_stubs_score_0_and_every_check_says_not_implemented(stub_results):
+    assert stub_results["total"] == 0
+    messages = failed(stub_results)
+    assert len(messages) == len(stub_results["checks"])
+    wrong = {check: msg for check, msg in messages.items() if not msg.startswith("not implemented yet: ")}
+    assert wrong == {}
+
+
+def test_stub_messages_name_the_part_and_function(stub_results):
+    for check in stub_results["checks"]:
+        stub = check["message"].removeprefix("not implemented yet: ").split("\n")[0]
+        assert stub.split(".")[0] == check["part"], check
+
+
+def test_points_declared_once_and_summing_to_the_weights():
+    points = tomllib.loads((CHECKS / "points.toml").read_text())
+    weights = points.pop("weights")
+    assert list(weights) == list(PARTS) and sum(weights.values()) == 100
+    for part in PARTS:
+        assert sum(points[part].values()) == pytest.approx(weights[part]), part
+
+
+def test_every_check_has_points_and_every_points_entry_a_check(solution_results):
+    points = tomllib.loads((CHECKS / "points.toml").read_text())
+    declared = {(part, name) for part in PARTS for name in points[part]}
+    collected = {(c["part"], c["check"]) for c in solution_results["checks"]}
+    assert declared == collected
+
+
+def test_every_part_has_public_and_hidden_checks(solution_results):
+    for part in PARTS:
+        kinds = {c["hidden"] for c in solution_results["checks"] if c["part"] == part}
+        assert kinds == {True, False}, part
+
+
+def wrong_module_cases():
+    for manifest in sorted(WRONG_MODULES.glob("*/expected.toml")):
+        part = manifest.parent.name
+        for mistake, expectation in tomllib.loads(manifest.read_text()).items():
+            yield pytest.param(part, mistake, expectation["fails"], id=f"{part}-{mistake}")
+
+
+@pytest.mark.parametrize("part, mistake, must_fail", list(wrong_module_cases()))
+def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, part, mistake, must_fail):
+    wrong = (WRONG_MODULES / part / f"{mistake}.py").read_text()
+    results = grade(submission_with(tmp_path, {part: wrong}), tmp_path / "results.json", part=part)
+    assert set(must_fail) <= set(failed(results)), failed(results)
+    assert results["parts"][part]["points"] < results["parts"][part]["max_points"]
+
+
+def test_every_part_has_wrong_modules():
+    assert {m.parent.name for m in WRONG_MODULES.glob("*/expected.toml")} == set(PARTS)
+
+
+def test_a_broken_or_missing_module_costs_only_its_own_part(tmp_path):
+    submission = submission_with(tmp_path, {"softmax": "def softmax(scores, dim=-1:\n    pass\n", "dropout": None})
+    results = grade(submission, tmp_path / "results.json")
+    assert results["parts"]["softmax"]["points"] == 0
+    assert results["parts"]["dropout"]["points"] == 0
+    messages = failed(results)
+    assert any("softmax.py could not be imported: SyntaxError" in m for m in messages.values()), messages
+    assert any("dropout.py is missing" in m for m in messages.values()), messages
+    for part in set(PARTS) - {"softmax", "dropout"}:
+        assert results["parts"][part]["points"] == results["parts"][part]["max_points"], part

@@ -1,0 +1,118 @@
+"""The student release holds no solution and no hidden check; generated folders are current."""
+
+import json
+import re
+
+import pytest
+
+from autograder.release import (ClearSolutions, build, course_config, hidden_line_ranges, kit_files,
+                                solution_line_ranges)
+from conftest import KIT, RELEASE, SOLUTIONS, SOURCE
+
+
+def lines_in(text: str, spans: list[range]) -> set[str]:
+    numbered = text.split("\n")
+    return {numbered[n - 1].strip() for span in spans for n in span}
+
+
+def released_text() -> dict[str, str]:
+    return {str(p.relative_to(RELEASE)): p.read_text(encoding="utf-8", errors="replace")
+            for p in RELEASE.rglob("*") if p.is_file()}
+
+
+def released_lines() -> dict[str, set[str]]:
+    """Each released file's stripped lines; notebooks by their cells' source lines."""
+    lines = {}
+    for name, text in released_text().items():
+        if name.endswith(".ipynb"):
+            text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+        lines[name] = {line.strip() for line in text.split("\n")}
+    return lines
+
+
+def public_lines() -> set[str]:
+    """Lines that legitimately appear outside the fences somewhere in the source."""
+    visible = set()
+    for path in kit_files(SOURCE):
+        text = path.read_text(encoding="utf-8")
+        secret = set(solution_line_ranges(text)) | set(hidden_line_ranges(text))
+        numbered = text.split("\n")
+        hidden = {n for span in secret for n in span}
+        visible |= {line.strip() for n, line in enumerate(numbered, start=1) if n not in hidden}
+    return visible
+
+
+def secret_lines(ranges) -> dict[str, set[str]]:
+    """Per source file, the fenced lines that appear nowhere else in the source."""
+    shared = public_lines()
+    secrets = {}
+    for path in kit_files(SOURCE):
+        text = path.read_text(encoding="utf-8")
+        lines = {line for line in lines_in(text, ranges(text)) if len(line) > 3 and line not in shared}
+        if lines:
+            secrets[path.name] = lines
+    return secrets
+
+
+def test_no_solution_line_reaches_the_release():
+    secrets = secret_lines(solution_line_ranges)
+    assert set(secrets) == {f"{m}.py" for m in ("scores", "softmax", "projections", "masking", "dropout", "heads")}
+    for name, lines in released_lines().items():
+        present = {line for secret in secrets.values() for line in secret if line in lines}
+        assert not present, f"{name} contains solution lines: {sorted(present)[:5]}"
+
+
+def test_no_hidden_check_reaches_the_release():
+    secrets = secret_lines(hidden_line_ranges)
+    assert secrets, "the source has no hidden checks"
+    for name, lines in released_lines().items():
+        present = {line for secret in secrets.values() for line in secret if line in lines}
+        assert not present, f"{name} contains hidden-check lines: {sorted(present)[:5]}"
+
+
+def test_no_model_answer_reaches_the_release():
+    source = json.loads((SOURCE / "attention_lab.ipynb").read_text())
+    answers = ["".join(c["source"]) for c in source["cells"]
+               if c.get("metadata", {}).get("nbgrader", {}).get("solution") and c["cell_type"] == "markdown"]
+    assert answers
+    released = json.dumps(released_text())
+    for answer in answers:
+        for sentence in filter(None, re.split(r"(?<=[.;])\s+", answer)):
+            assert sentence.strip() not in released
+
+
+def test_stubs_use_the_course_stub_text():
+    stub = ClearSolutions(config=course_config()).code_stub["python"]
+    stub_lines = [line.strip() for line in stub.split("\n")]
+    for module in RELEASE.glob("*.py"):
+        text = module.read_text()
+        assert all(line in text for line in stub_lines), module.name
+
+
+def test_solutions_have_no_fences():
+    for module in SOLUTIONS.glob("*.py"):
+        assert "BEGIN SOLUTION" not in module.read_text(), module.name
+
+
+def comparable(path):
+    """A file's content, with notebooks reduced to what source/ decides (no outputs)."""
+    if path.suffix != ".ipynb":
+        return path.read_bytes()
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        cell.pop("outputs", None)
+        cell.pop("execution_count", None)
+        cell.get("metadata", {}).pop("execution", None)
+    return notebook
+
+
+def tree(root):
+    return {str(p.relative_to(root)): comparable(p) for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.mark.parametrize("kind, committed", [("release", RELEASE), ("solution", SOLUTIONS)])
+def test_generated_folder_is_what_the_build_writes(tmp_path, kind, committed):
+    fresh = build(kind, tmp_path)
+    assert tree(fresh) == tree(committed), (
+        f"{committed.relative_to(KIT)} is stale: run `make release solutions` and commit the result")

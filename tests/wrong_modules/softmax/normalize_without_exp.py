@@ -1,0 +1,23 @@
+"""Mistake: the exponential is forgotten: the max-shifted scores are divided by their sum."""
+import torch
+
+
+def normalize_sum(scores, dim=-1):
+    return scores / scores.sum(dim=dim, keepdim=True)
+
+
+def softmax(scores, dim=-1):
+    exps = scores - scores.amax(dim=dim, keepdim=True)  # torch.exp(...) forgotten
+    return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def context_vector(inputs, weights):
+    context = torch.zeros_like(inputs[0])
+    for w_j, x_j in zip(weights, inputs):
+        context = context + w_j * x_j
+    return context
+
+
+def context_vectors(inputs, weights):
+    return weights @ inputs
+
