@@ -5,11 +5,13 @@ import tomllib
 import pytest
 
 from autograder import PARTS
-from conftest import CHECKS, WRONG_MODULES, grade, submission_with
+from conftest import CHECKS, SOLUTIONS, WRONG_MODULES, grade, submission_with
 
 
-def failed(results: dict) -> dict[str, str]:
-    return {c["check"]: c["message"] for c in results["checks"] if not c["passed"]}
+def failed(results: dict, part: str | None = None) -> dict[str, str]:
+    """Failed checks' messages by check id (``test_<part>.py::<check>``), or by name within ``part``."""
+    return {c["check"] if part else c["id"]: c["message"] for c in results["checks"]
+            if not c["passed"] and part in (None, c["part"])}
 
 
 def test_reference_solution_scores_100(solution_results):
@@ -54,22 +56,33 @@ def test_every_part_has_public_and_hidden_checks(solution_results):
 
 
 def wrong_module_cases():
-    for manifest in sorted(WRONG_MODULES.glob("*/expected.toml")):
+    for manifest in sorted(WRONG_MODULES.glob("*/mistakes.toml")):
         part = manifest.parent.name
-        for mistake, expectation in tomllib.loads(manifest.read_text()).items():
-            yield pytest.param(part, mistake, expectation["fails"], id=f"{part}-{mistake}")
+        for mistake, entry in tomllib.loads(manifest.read_text()).items():
+            yield pytest.param(part, mistake, entry, id=f"{part}-{mistake}")
 
 
-@pytest.mark.parametrize("part, mistake, must_fail", list(wrong_module_cases()))
-def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, part, mistake, must_fail):
-    wrong = (WRONG_MODULES / part / f"{mistake}.py").read_text()
-    results = grade(submission_with(tmp_path, {part: wrong}), tmp_path / "results.json", part=part)
-    assert set(must_fail) <= set(failed(results)), failed(results)
+def wrong_module(part: str, mistake: str, entry: dict) -> str:
+    """The mistake's module: the reference with its edits, or the file of that name."""
+    if "replace" not in entry:
+        return (WRONG_MODULES / part / f"{mistake}.py").read_text()
+    text = (SOLUTIONS / f"{part}.py").read_text()
+    for old, new in entry["replace"]:
+        assert text.count(old) == 1, f"{part}-{mistake}: the reference no longer contains {old!r} exactly once"
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.mark.parametrize("part, mistake, entry", list(wrong_module_cases()))
+def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, part, mistake, entry):
+    submission = submission_with(tmp_path, {part: wrong_module(part, mistake, entry)})
+    results = grade(submission, tmp_path / "results.json", part=part)
+    assert set(entry["fails"]) <= set(failed(results, part)), failed(results, part)
     assert results["parts"][part]["points"] < results["parts"][part]["max_points"]
 
 
 def test_every_part_has_wrong_modules():
-    assert {m.parent.name for m in WRONG_MODULES.glob("*/expected.toml")} == set(PARTS)
+    assert {m.parent.name for m in WRONG_MODULES.glob("*/mistakes.toml")} == set(PARTS)
 
 
 def test_a_broken_or_missing_module_costs_only_its_own_part(tmp_path):
