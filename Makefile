@@ -14,7 +14,7 @@ $(READY): requirements.txt
 
 ## make test: the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
 test: $(READY)
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -n auto --maxprocesses=4
 
 ## make check [PART=softmax] [SUBMISSION=dir]: run the public checks on a student's modules
 check: $(READY)

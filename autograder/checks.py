@@ -123,6 +123,61 @@ def expect_unmodified(original: torch.Tensor, after, what: str) -> None:
         fail(f"{what} modified its input in place; build a new tensor instead (e.g. masked_fill, not masked_fill_)")
 
 
+def expect_gradient(got, expected, what: str, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    """A gradient that exists (the graph reaches it) and equals trusted autograd's."""
+    if got is None:
+        fail(f"{what}: expected a gradient tensor, got None (the computation graph was cut: no .detach(), "
+             "torch.no_grad(), .data or new tensors built from .tolist()/.item() on the way)")
+    expect_close(got, expected, what, atol=atol, rtol=rtol)
+
+
+def expect_finite(actual, what: str) -> torch.Tensor:
+    """``actual`` holds no NaN or infinity (a property check is meaningless on NaN)."""
+    bad = ~torch.isfinite(expect_tensor(actual, what))
+    if bool(bad.any()):
+        first = int(bad.reshape(-1).nonzero()[0])
+        fail(f"{what}: expected finite values, got {actual.reshape(-1)[first].item()} at {_index(first, actual.shape)} "
+             f"({int(bad.sum())} of {bad.numel()} entries are NaN or infinite)")
+    return actual
+
+
+def expect_zero_at(actual, positions: torch.Tensor, what: str, *, below: float = 0.0) -> None:
+    """Where ``positions`` is True, ``actual`` must be exactly 0 (or, with ``below``, in [0, below))."""
+    actual = expect_tensor(actual, what, shape=positions.shape)
+    values = actual.detach().to(torch.float64)
+    ok = (values == 0) | ((values >= 0) & (values < below))
+    bad = positions & ~ok
+    if bool(bad.any()):
+        index = [int(i) for i in bad.nonzero()[0]]
+        wanted = "exactly 0" if below == 0 else f"0 (or in [0, {below:g}))"
+        fail(f"{what}: {int(bad.sum())} masked entries are not {wanted}; first at {index}: "
+             f"expected 0, got {values[tuple(index)].item():.6g}")
+
+
+def expect_mask(actual, expected: torch.Tensor, what: str, source: str = "") -> None:
+    """``actual`` holds the True/False pattern of the bool tensor ``expected`` (any dtype with 0/1 values)."""
+    actual = expect_tensor(actual, what, shape=expected.shape)
+    wrong = (actual != expected.to(actual.dtype)).reshape(-1)
+    if bool(wrong.any()):
+        first = int(wrong.nonzero()[0])
+        where = f" (expected values: {source})" if source else ""
+        fail(f"{what}: {int(wrong.sum())} of {wrong.numel()} entries differ; first at {_index(first, expected.shape)}: "
+             f"expected {expected.reshape(-1)[first].item()}, got {actual.reshape(-1)[first].item()}{where}")
+
+
+def future_positions(num_tokens: int) -> torch.Tensor:
+    """The judge's own causal mask: True strictly above the diagonal (a query's future keys)."""
+    return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+
+
+def load_weights(handle, state: dict, what: str) -> None:
+    """Copy ``state`` into a student's module, after checking it has exactly these entries."""
+    have = sorted(handle.state_dict())
+    if have != sorted(state):
+        fail(f"{what}: expected the state_dict keys {sorted(state)}, got {have}")
+    handle.load_state_dict(state)
+
+
 def expect_student_error(call, error_type: str, what: str) -> StudentError:
     """``call()`` must make the student's code raise ``error_type`` (a name such as "ValueError")."""
     try:

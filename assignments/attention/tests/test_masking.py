@@ -3,35 +3,17 @@
 import math
 
 import torch
-import torch.nn as nn
 
-from autograder.checks import (expect_close, expect_document, expect_equal, expect_tensor, expect_unmodified, fail,
-                               random_tensor)
+from autograder.checks import (expect_close, expect_document, expect_equal, expect_mask, expect_tensor,
+                               expect_unmodified, fail, future_positions, random_tensor)
 from document_tensors import (CAUSAL_ATTENTION_SEED123, CAUSAL_MASK7, CAUSAL_WEIGHTS, MASK6_INT, MASKED_SCORES,
                               MASKED_SOFTMAXED_WEIGHTS, MINUS_1E10_MASKED, SIMPLE_MASK6_INT, TRICK_AVERAGES, TRICK_B,
                               TRIL3, UNIFORM_CAUSAL_WEIGHTS8, V2_AFTER_V1_WEIGHTS, XBOW_CHANNEL1, XBOW_FIRST,
-                              YOUR_JOURNEY)
+                              YOUR_JOURNEY, seed42_trick_input, seed123_v2_weights)
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 LINEAR = "torch.nn.modules.linear.Linear"
 DROPOUT = "torch.nn.modules.dropout.Dropout"
-
-
-def future(num_tokens):
-    """The judge's own causal mask: True strictly above the diagonal."""
-    return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
-
-
-def expect_mask(actual, expected, what, source=""):
-    """``actual`` holds the True/False pattern of the bool tensor ``expected`` (any dtype with 0/1 values)."""
-    actual = expect_tensor(actual, what, shape=expected.shape)
-    wrong = (actual != expected.to(actual.dtype)).reshape(-1)
-    if bool(wrong.any()):
-        first = int(wrong.nonzero()[0])
-        row, col = divmod(first, expected.shape[-1])
-        where = f" (expected values: {source})" if source else ""
-        fail(f"{what}: {int(wrong.sum())} of {wrong.numel()} entries differ; first at [{row}, {col}]: expected "
-             f"{expected.reshape(-1)[first].item()}, got {actual.reshape(-1)[first].item()}{where}")
 
 
 # -- causal_mask ---------------------------------------------------------------------------------
@@ -64,7 +46,7 @@ def test_causal_mask_is_bool(student):
     for size in (1, 2, 5, 9):
         mask = expect_tensor(student.masking.causal_mask(size), f"causal_mask({size})", shape=(size, size),
                              dtype=torch.bool)
-        expect_equal(mask, future(size), f"causal_mask({size})")
+        expect_equal(mask, future_positions(size), f"causal_mask({size})")
 
 
 # -- mask_future -----------------------------------------------------------------------------------
@@ -79,11 +61,11 @@ def test_mask_future_custom_fill(student):
     copies every other score unchanged (the document's masked matrix, then random scores)."""
     masked = torch.tensor(MINUS_1E10_MASKED)
     # Lower triangle from the document, arbitrary values where the mask must write -1e10.
-    scores = torch.where(future(7), random_tensor(11, 7, 7, scale=20.0), masked)
+    scores = torch.where(future_positions(7), random_tensor(11, 7, 7, scale=20.0), masked)
     expect_equal(student.masking.mask_future(scores, fill=-1e10), masked,
                  "mask_future(scores, fill=-1e10) on the scores of 001 In [231]")
     scores = random_tensor(12, 5, 5, scale=10.0)
-    expect_equal(student.masking.mask_future(scores, fill=-1e10), scores.masked_fill(future(5), -1e10),
+    expect_equal(student.masking.mask_future(scores, fill=-1e10), scores.masked_fill(future_positions(5), -1e10),
                  "mask_future(scores, fill=-1e10) on random 5x5 scores")
 
 
@@ -107,12 +89,7 @@ def test_masked_softmaxed_weights_match_document(student):
     """003 "Causal self-attention", Attention weights masked and normalized: the page masks weights that
     were already softmaxed (those of SelfAttention_v2 built after V1 from manual_seed(123)) and applies
     softmax(masked / sqrt(2)) to them."""
-    torch.manual_seed(123)
-    for _ in range(3):
-        torch.randn(3, 2)  # SelfAttention_v1's three parameter matrices
-    query, key = nn.Linear(3, 2, bias=False), nn.Linear(3, 2, bias=False)
-    with torch.no_grad():
-        weights = torch.softmax(query(INPUTS) @ key(INPUTS).T / math.sqrt(2), dim=-1)
+    weights = seed123_v2_weights()
     expect_document(weights, V2_AFTER_V1_WEIGHTS, "the judge's own setup (not your code): softmax(q k^T / sqrt(2))")
     expect_document(student.masking.causal_attention_weights(weights, 2), MASKED_SOFTMAXED_WEIGHTS,
                     "causal_attention_weights(attn_weights, 2)")
@@ -131,20 +108,15 @@ def test_uniform_causal_weights_match_document(student):
                     "causal_average(torch.eye(8))")
 
 
-def xbow_input():
-    torch.manual_seed(42)
-    return torch.randn(4, 8, 2)
-
-
 def test_xbow_channel1_matches_document(student):
     """002 In [20]: xbow[:, :, 1] for x = torch.randn(4, 8, 2) after manual_seed(42)."""
-    xbow = expect_tensor(student.masking.causal_average(xbow_input()), "causal_average(x)", shape=(4, 8, 2))
+    xbow = expect_tensor(student.masking.causal_average(seed42_trick_input()), "causal_average(x)", shape=(4, 8, 2))
     expect_document(xbow[:, :, 1], XBOW_CHANNEL1, "causal_average(x)[:, :, 1]")
 
 
 def test_xbow_first_matches_document(student):
     """002 In [22]: xbow[0] for the same x."""
-    xbow = expect_tensor(student.masking.causal_average(xbow_input()), "causal_average(x)", shape=(4, 8, 2))
+    xbow = expect_tensor(student.masking.causal_average(seed42_trick_input()), "causal_average(x)", shape=(4, 8, 2))
     expect_document(xbow[0], XBOW_FIRST, "causal_average(x)[0]")
 
 
@@ -181,7 +153,7 @@ def test_causal_attention_structure(student):
         mask = attention.state_dict().get("mask")
         if mask is None:
             fail(f"{call}: the buffer `mask` is missing from state_dict() (register it as a persistent buffer)")
-        expect_mask(mask, future(context), f"{call}.mask (nonzero strictly above the diagonal)")
+        expect_mask(mask, future_positions(context), f"{call}.mask (nonzero strictly above the diagonal)")
 
 
 def test_causal_attention_shorter_input(student):

@@ -5,7 +5,7 @@ import math
 import torch
 
 from autograder.checks import (expect_close, expect_document, expect_loops, expect_no_library_softmax, expect_tensor,
-                               fail, random_tensor)
+                               expect_zero_at, fail, random_tensor)
 from document_tensors import (D001, ALL_CONTEXTS, ALL_WEIGHTS, HELLO_SHINY_SUN, MINUS_1E10_MASKED, QUERY2_CONTEXT,
                               QUERY2_NAIVE_WEIGHTS, QUERY2_WEIGHTS, SHINY_CONTEXT, UNIFORM_CAUSAL_WEIGHTS8,
                               YOUR_JOURNEY)
@@ -13,19 +13,6 @@ from document_tensors import (D001, ALL_CONTEXTS, ALL_WEIGHTS, HELLO_SHINY_SUN, 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 QUERY2_EXACT_SCORES = INPUTS @ INPUTS[1]  # the judge's own scores, not the rounded printed ones
 ALL_EXACT_SCORES = INPUTS @ INPUTS.T
-
-
-def expect_zero_at(actual, positions: torch.Tensor, what: str, *, below: float = 0.0) -> None:
-    """Where ``positions`` is True, ``actual`` must be exactly 0 (or, with ``below``, in [0, below))."""
-    actual = expect_tensor(actual, what, shape=positions.shape)
-    values = actual.detach().to(torch.float64)
-    ok = (values == 0) | ((values >= 0) & (values < below))
-    bad = positions & ~ok
-    if bool(bad.any()):
-        index = [int(i) for i in bad.nonzero()[0]]
-        wanted = "exactly 0" if below == 0 else f"0 (or in [0, {below:g}))"
-        fail(f"{what}: {int(bad.sum())} masked entries are not {wanted}; first at {index}: "
-             f"expected 0, got {values[tuple(index)].item():.6g}")
 
 
 def test_query_weights_match_document(student):

@@ -10,6 +10,11 @@ Tensors a document prints that the lab's API cannot reproduce are listed in
 ``NOT_CHECKED`` with the reason, so none is dropped silently.
 """
 
+import math
+
+import torch
+from torch import nn
+
 from autograder.checks import Printed
 
 D000 = "000_a968188e794c0158.txt"
@@ -59,6 +64,53 @@ MINUS_1E10_MASKED = [
     [2.3189, -0.84562, -8.3189, 3.8310, 0.058041, 27.055, -1e10],
     [5.8710, 2.7615, 6.4332, -0.11257, -4.7970, 2.4741, 17.596],
 ]
+
+# -- the documents' seeded set-ups, rebuilt with trusted torch --------------------------------------
+# Each runs inside fork_rng, so the judge's global RNG is never disturbed.
+
+def seed123_projection_matrices():
+    """003 "Trainable self-attention": W_q, W_k, W_v = torch.randn(3, 2) each, after manual_seed(123).
+
+    The same three draws are the parameters of 003's SelfAttention_v1, built right after
+    manual_seed(123) too.
+    """
+    with torch.random.fork_rng():
+        torch.manual_seed(123)
+        return torch.randn(3, 2), torch.randn(3, 2), torch.randn(3, 2)
+
+
+def seed123_v2_layers():
+    """003 "A self-attention class": the query, key and value nn.Linear(3, 2) of the V2 that the page
+    builds after V1, both from one manual_seed(123)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(123)
+        for _ in range(3):
+            torch.randn(3, 2)  # SelfAttention_v1's parameters come first
+        return [nn.Linear(3, 2, bias=False) for _ in range(3)]
+
+
+def seed123_v2_weights() -> torch.Tensor:
+    """003 "Causal self-attention", Attention weights: softmax(q k^T / sqrt(2)) of that V2 (V2_AFTER_V1_WEIGHTS)."""
+    query, key, _ = seed123_v2_layers()
+    inputs = torch.tensor(YOUR_JOURNEY)
+    with torch.no_grad():
+        return torch.softmax(query(inputs) @ key(inputs).T / math.sqrt(2), dim=-1)
+
+
+def seed42_trick_input() -> torch.Tensor:
+    """002 In [20]: x = torch.randn(4, 8, 2) after manual_seed(42)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(42)
+        return torch.randn(4, 8, 2)
+
+
+def seed42_head_setup():
+    """002 In [13]: x = torch.randn(4, 8, 32), then nn.Linear(32, 16) query and key, after manual_seed(42)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(42)
+        x = torch.randn(4, 8, 32)
+        return x, nn.Linear(32, 16, bias=False), nn.Linear(32, 16, bias=False)
+
 
 # -- scores ------------------------------------------------------------------------------------
 

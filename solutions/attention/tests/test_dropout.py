@@ -9,15 +9,15 @@ statistics only.
 import math
 
 import torch
-from torch import nn
 
 from autograder.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor, fail,
-                               random_tensor)
+                               future_positions, random_tensor)
 from autograder.codec import GeneratorSpec
-from document_tensors import DROPOUT_CAUSAL_WEIGHTS, DROPOUT_MASKED_WEIGHTS, DROPOUT_ONES, YOUR_JOURNEY
+from document_tensors import (DROPOUT_CAUSAL_WEIGHTS, DROPOUT_MASKED_WEIGHTS, DROPOUT_ONES, YOUR_JOURNEY,
+                              seed123_v2_weights)
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
-ABOVE_DIAGONAL = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
+ABOVE_DIAGONAL = future_positions(6)
 
 
 def causal_weights_000():
@@ -29,17 +29,10 @@ def causal_weights_000():
 def masked_weights_003():
     """003 "Causal self-attention": the catalog's MASKED_SOFTMAXED_WEIGHTS, recomputed exactly.
 
-    After one manual_seed(123) the page builds SelfAttention_v1 (three randn(3, 2)) and then
-    SelfAttention_v2 (three nn.Linear(3, 2, bias=False)); it softmaxes V2's q k^T / sqrt(2),
-    masks those (already softmaxed) weights with -inf and softmaxes again with 1/sqrt(2).
+    The page masks V2's already-softmaxed weights with -inf and softmaxes again with 1/sqrt(2).
     """
-    with torch.random.fork_rng(), torch.no_grad():
-        torch.manual_seed(123)
-        for _ in range(3):
-            torch.randn(3, 2)  # SelfAttention_v1's W_query, W_key, W_value
-        w_query, w_key = nn.Linear(3, 2, bias=False), nn.Linear(3, 2, bias=False)
-        weights = torch.softmax(w_query(INPUTS) @ w_key(INPUTS).T / math.sqrt(2), dim=-1)
-        return torch.softmax(weights.masked_fill(ABOVE_DIAGONAL, -torch.inf) / math.sqrt(2), dim=-1)
+    weights = seed123_v2_weights()
+    return torch.softmax(weights.masked_fill(ABOVE_DIAGONAL, -torch.inf) / math.sqrt(2), dim=-1)
 
 
 def random_mask(seed: int, *shape: int, keep: float = 0.5) -> torch.Tensor:

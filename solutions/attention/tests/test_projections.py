@@ -3,38 +3,18 @@
 import math
 
 import torch
-import torch.nn as nn
 
-from autograder.checks import expect_close, expect_document, expect_tensor, fail, random_tensor
+from autograder.checks import expect_close, expect_document, expect_tensor, fail, load_weights, random_tensor
 from document_tensors import (
     IN9_SCORES, IN10_WEIGHTS, SEED123_QUERY2, SEED123_QUERY2_SCORES, SEED123_QUERY2_WEIGHTS, V1_SEED123,
-    V2_AFTER_V1_SEED123, V2_AFTER_V1_WEIGHTS, V2_SEED789, WEI0_SEED42, YOUR_JOURNEY,
+    V2_AFTER_V1_SEED123, V2_AFTER_V1_WEIGHTS, V2_SEED789, WEI0_SEED42, YOUR_JOURNEY, seed42_head_setup,
+    seed123_projection_matrices, seed123_v2_layers,
 )
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 NAMES = ("W_query", "W_key", "W_value")
 PARAMETER = "torch.nn.parameter.Parameter"
 LINEAR = "torch.nn.modules.linear.Linear"
-
-
-def seed123_matrices():
-    """003 "Trainable self-attention": W_q, W_k, W_v = torch.randn(3, 2) each, after manual_seed(123).
-
-    The same three draws are the parameters of the document's SelfAttention_v1 (built right after
-    manual_seed(123) too), so they also give V1's weights.
-    """
-    with torch.random.fork_rng():
-        torch.manual_seed(123)
-        return torch.randn(3, 2), torch.randn(3, 2), torch.randn(3, 2)
-
-
-def seed123_v2_linears():
-    """003 "A self-attention class": the three nn.Linear(3, 2) of the V2 built after V1 from one manual_seed(123)."""
-    with torch.random.fork_rng():
-        torch.manual_seed(123)
-        for _ in range(3):
-            torch.randn(3, 2)  # V1's parameters come first
-        return [nn.Linear(3, 2, bias=False) for _ in range(3)]
 
 
 def unpack_qkv(result, what, shape):
@@ -44,14 +24,6 @@ def unpack_qkv(result, what, shape):
             else type(result).__name__
         fail(f"{what}: expected a tuple (queries, keys, values), got {kind}")
     return [expect_tensor(t, f"{what}: {name}", shape=shape) for t, name in zip(result, ("queries", "keys", "values"))]
-
-
-def load_weights(handle, state, what):
-    """Copy ``state`` into a student's module, after checking it has exactly these parameter names."""
-    have = sorted(handle.state_dict())
-    if have != sorted(state):
-        fail(f"{what}: expected the state_dict keys {sorted(state)}, got {have}")
-    handle.load_state_dict(state)
 
 
 def attention(x, W_query, W_key, W_value, b_query=None, b_key=None, b_value=None):
@@ -70,7 +42,7 @@ def expect_parameters(structure, expected, what):
 
 def test_projected_query_matches_document(student):
     """003 "Trainable self-attention", Projected query vector: x(2) @ W_q after manual_seed(123)."""
-    W_q, W_k, W_v = seed123_matrices()
+    W_q, W_k, W_v = seed123_projection_matrices()
     queries, _, _ = unpack_qkv(student.projections.project_qkv(INPUTS, W_q, W_k, W_v),
                                "project_qkv(inputs, W_q, W_k, W_v)", (6, 2))
     expect_document(queries[1], SEED123_QUERY2, "project_qkv(inputs, W_q, W_k, W_v) queries[1]")
@@ -78,7 +50,7 @@ def test_projected_query_matches_document(student):
 
 def test_projected_query_scores_match_document(student):
     """003 "Trainable self-attention", Unnormalized attention scores: query_2 @ keys.T of the projections."""
-    W_q, W_k, W_v = seed123_matrices()
+    W_q, W_k, W_v = seed123_projection_matrices()
     queries, keys, _ = unpack_qkv(student.projections.project_qkv(INPUTS, W_q, W_k, W_v),
                                   "project_qkv(inputs, W_q, W_k, W_v)", (6, 2))
     expect_document(queries[1] @ keys.T, SEED123_QUERY2_SCORES,
@@ -87,10 +59,7 @@ def test_projected_query_scores_match_document(student):
 
 def test_projected_batch_scores_match_document(student):
     """002 In [13]/[14]: wei[0] = q @ k^T for nn.Linear(32, 16) query then key on x = randn(4, 8, 32), seed 42."""
-    with torch.random.fork_rng():
-        torch.manual_seed(42)
-        x = torch.randn(4, 8, 32)
-        query, key = nn.Linear(32, 16, bias=False), nn.Linear(32, 16, bias=False)
+    x, query, key = seed42_head_setup()
     W_query, W_key = query.weight.detach().T, key.weight.detach().T  # nn.Linear computes x @ weight.T
     W_value = random_tensor(5, 32, 16)  # the document projects no values here
     q, k, _ = unpack_qkv(student.projections.project_qkv(x, W_query, W_key, W_value),
@@ -112,7 +81,7 @@ def test_project_qkv_projects_all_three(student):
 
 def test_scaled_weights_match_document(student):
     """003 "Trainable self-attention", Attention weights: softmax(query_2 @ keys.T / sqrt(2))."""
-    W_q, W_k, _ = seed123_matrices()
+    W_q, W_k, _ = seed123_projection_matrices()
     queries, keys = INPUTS @ W_q, INPUTS @ W_k
     weights = expect_tensor(student.projections.scaled_attention_weights(queries[1:2], keys),
                             "scaled_attention_weights(queries[1:2], keys)", shape=(1, 6))
@@ -133,7 +102,7 @@ def test_scaled_weights_from_printed_scores(student):
 
 def test_scaled_weights_full_matrix_match_document(student):
     """003 "Causal self-attention", Attention weights: all 6x6 weights from the projections of V2 (seed 123)."""
-    W_query, W_key, _ = seed123_v2_linears()
+    W_query, W_key, _ = seed123_v2_layers()
     with torch.no_grad():
         queries, keys = W_query(INPUTS), W_key(INPUTS)
     expect_document(student.projections.scaled_attention_weights(queries, keys), V2_AFTER_V1_WEIGHTS,
@@ -173,7 +142,7 @@ def test_v2_seed789_matches_document(student):
 def test_v2_with_v1_weights_matches_document(student):
     """003 "A self-attention class", Context vectors (V1): V2 given V1's matrices (as nn.Linear weights, transposed)
     computes V1's context vectors, whatever order it creates its layers in."""
-    W_q, W_k, W_v = seed123_matrices()
+    W_q, W_k, W_v = seed123_projection_matrices()
     v2 = student.projections.SelfAttention_v2(3, 2)
     load_weights(v2, {f"{name}.weight": W.T.contiguous() for name, W in zip(NAMES, (W_q, W_k, W_v))},
                  "SelfAttention_v2(3, 2)")
@@ -228,7 +197,7 @@ def expect_batched_forward(module, what):
 from hypothesis import given, strategies as st
 import torch.nn.functional as F
 
-from autograder.checks import expect_unmodified
+from autograder.checks import expect_gradient, expect_unmodified
 
 dims = st.integers(1, 6)
 batches = st.lists(st.integers(1, 3), max_size=2)
@@ -305,14 +274,6 @@ def test_functions_keep_float64(student):
                             "scaled_attention_weights on float64 inputs", dtype=torch.float64)
     expected = torch.softmax(queries @ keys.transpose(-2, -1) / 2.0, dim=-1)
     expect_close(weights, expected, "scaled_attention_weights on float64 inputs", atol=1e-12, rtol=1e-12)
-
-
-def expect_gradient(got, expected, what, atol=1e-5, rtol=1e-4):
-    """A gradient that exists (the graph reaches it) and equals trusted autograd's."""
-    if got is None:
-        fail(f"{what}: expected a gradient tensor, got None (the computation graph was cut: no .detach(), "
-             "torch.no_grad(), .data or new tensors built from .tolist()/.item() on the way)")
-    expect_close(got, expected, what, atol=atol, rtol=rtol)
 
 
 def test_gradients_reach_projections(student):

@@ -1,5 +1,4 @@
 """Mistake: the loop exercises answered with matrix products (right numbers, wrong form)."""
-import torch
 
 
 def attention_scores_for_query(inputs, query):
