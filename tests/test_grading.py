@@ -5,6 +5,7 @@ import tomllib
 import pytest
 
 from autograder import PARTS
+from autograder.release import hidden_line_ranges
 from conftest import CHECKS, SOLUTIONS, WRONG_MODULES, grade, submission_with
 
 
@@ -53,6 +54,19 @@ def test_every_part_has_public_and_hidden_checks(solution_results):
     for part in PARTS:
         kinds = {c["hidden"] for c in solution_results["checks"] if c["part"] == part}
         assert kinds == {True, False}, part
+
+
+def test_hidden_checks_are_the_ones_fenced_in_points_toml(solution_results):
+    text = (CHECKS / "points.toml").read_text()
+    hidden_lines = {n for span in hidden_line_ranges(text) for n in span}
+    fenced, part = set(), None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.startswith("["):
+            part = line.strip("[]")
+        elif number in hidden_lines and "=" in line:
+            fenced.add((part, line.split("=")[0].strip()))
+    marked = {(c["part"], c["check"]) for c in solution_results["checks"] if c["hidden"]}
+    assert marked == fenced
 
 
 def wrong_module_cases():

@@ -6,9 +6,9 @@ import torch
 
 from autograder.checks import expect_close, expect_document, expect_tensor, fail, load_weights, random_tensor
 from document_tensors import (
-    IN9_SCORES, IN10_WEIGHTS, SEED123_QUERY2, SEED123_QUERY2_SCORES, SEED123_QUERY2_WEIGHTS, V1_SEED123,
-    V2_AFTER_V1_SEED123, V2_AFTER_V1_WEIGHTS, V2_SEED789, WEI0_SEED42, YOUR_JOURNEY, seed42_head_setup,
-    seed123_projection_matrices, seed123_v2_layers,
+    IN9_SCORES, IN10_WEIGHTS, SEED123_QUERY2, SEED123_QUERY2_CONTEXT, SEED123_QUERY2_SCORES, SEED123_QUERY2_WEIGHTS,
+    V1_SEED123, V2_AFTER_V1_SEED123, V2_AFTER_V1_WEIGHTS, V2_SEED789, WEI0_SEED42, YOUR_JOURNEY,
+    seed42_head_setup, seed123_projection_matrices, seed123_v2_layers,
 )
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
@@ -123,7 +123,9 @@ def test_scaled_weights_batched_contract(student):
 def test_v1_matches_document(student):
     """003 "A self-attention class", Context vectors (V1): SelfAttention_v1(3, 2) built after manual_seed(123)."""
     v1 = student.seeded(123).projections.SelfAttention_v1(3, 2)  # built first, so V2 plays no part
-    expect_document(v1(INPUTS), V1_SEED123, "SelfAttention_v1(3, 2) (seed 123) on inputs")
+    out = v1(INPUTS)
+    expect_document(out, V1_SEED123, "SelfAttention_v1(3, 2) (seed 123) on inputs")
+    expect_document(out[1], SEED123_QUERY2_CONTEXT, "SelfAttention_v1(3, 2) (seed 123) on inputs, row of x(2)")
 
 
 def test_v2_after_v1_matches_document(student):

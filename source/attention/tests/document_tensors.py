@@ -172,6 +172,9 @@ SEED123_QUERY2_SCORES = Printed(D003, '"Trainable self-attention", Unnormalized 
                                 [0.2172, 0.1376, 0.1730, -0.0491, 0.7616, -0.3809])
 SEED123_QUERY2_WEIGHTS = Printed(D003, '"Trainable self-attention", Attention weights',
                                  [0.1704, 0.1611, 0.1652, 0.1412, 0.2505, 0.1117])
+# Printed again as "Context vector 2 (from before)"; it is row 2 of SelfAttention_v1's output with the
+# same matrices. (The scalar "Unnormalized attention score for x^2", 0.1376, is SEED123_QUERY2_SCORES[1].)
+SEED123_QUERY2_CONTEXT = Printed(D003, '"Trainable self-attention", Context vector', [0.2854, 0.4081])
 
 # 003 "A self-attention class": V1 then V2, both built after one manual_seed(123).
 V1_SEED123 = Printed(D003, '"A self-attention class", Context vectors (V1)', [
