@@ -4,13 +4,22 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
 
-.PHONY: test check release solutions clean
+.PHONY: grade bench test check release solutions clean
 
 # The venv is rebuilt whenever the pinned requirements change.
 $(READY): requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
+
+## make grade [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1]: grade a cohort, write the reports
+grade: $(READY)
+	$(PY) -m autograder grade $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
+		$(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force)
+
+## make bench [N=100] [JOBS=n]: grade N copies of the reference solution and print the timings
+bench: $(READY)
+	$(PY) -m autograder.bench $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
 
 ## make test: the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
 test: $(READY)

@@ -8,22 +8,12 @@ import sys
 from pathlib import Path
 
 from autograder import PARTS
-from autograder.release import ASSIGNMENT, build, directory
+from autograder.release import ASSIGNMENT, KIT_ROOT, build, directory
 
 
-def pytest_args(checks: Path, submission: Path, part: str | None, results_json: str | None,
-                reference: str | None = None) -> list[str]:
-    """The pytest command line that runs ``checks`` against ``submission``."""
-    args = [str(checks), "-p", "autograder.plugin", "-p", "no:cacheprovider", "--rootdir", str(checks),
-            "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
-            "--tb=short"]
-    if part:
-        args += ["-m", part]
-    if results_json:
-        args += ["--results-json", results_json]
-    if reference:
-        args += ["--reference", reference]
-    return args
+def default_submissions() -> Path:
+    submitted = directory("submitted")
+    return submitted if submitted.is_dir() else KIT_ROOT / "examples" / "submitted"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--checks", type=Path, help="folder of checks (default: the submission's tests/)")
     check.add_argument("--reference", help="reference solution for hidden checks (default: solutions/attention)")
     check.add_argument("--results-json", help="also write the results to this JSON file")
+    check.add_argument("--no-sandbox", action="store_true", help="run student code unconfined")
+    grade = commands.add_parser("grade", help="grade every submission of a cohort and write the reports")
+    grade.add_argument("--submissions", type=Path, default=default_submissions(),
+                       help="folder of <student>/attention/ (default: submitted/ if it exists, else examples/submitted/)")
+    grade.add_argument("--out", type=Path, default=KIT_ROOT / "grades", help="where the reports go (default: grades/)")
+    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded in parallel")
+    grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
+    grade.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
+    grade.add_argument("--budget", type=float, default=120.0, help="seconds one submission's calls may take in all")
     options = parser.parse_args(argv)
 
     if options.command == "release":
@@ -46,13 +45,29 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "solutions":
         print(f"solutions written to {build('solution')}")
         return 0
+    if options.command == "grade":
+        from autograder.grade import grade as grade_cohort
+
+        if not options.submissions.is_dir():
+            parser.error(f"no submissions folder {options.submissions}")
+        run = grade_cohort(options.submissions.resolve(), options.out.resolve(), options.jobs, options.force,
+                           options.call_timeout, options.budget)
+        for warning in run["warnings"]:
+            print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
+        print(f"graded {run['graded']} submissions ({run['skipped']} unchanged, skipped) of {run['students']} "
+              f"in {run['seconds']:.1f} s; mean {run['mean']:.1f}/100; reports in {options.out}/ "
+              f"(grades.csv, report.html, <student>/feedback.md)")
+        return 0
     import pytest
+
+    from autograder.plugin import checks_command_line
 
     checks = (options.checks or options.submission / "tests").resolve()
     if not (checks / "points.toml").is_file():
         parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")
-    return int(pytest.main(pytest_args(checks, options.submission.resolve(), options.part, options.results_json,
-                                       options.reference)))
+    args = checks_command_line(checks, options.submission.resolve(), options.part, options.results_json,
+                               options.reference)
+    return int(pytest.main(args + (["--no-sandbox"] if options.no_sandbox else [])))
 
 
 if __name__ == "__main__":

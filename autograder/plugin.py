@@ -12,6 +12,7 @@ file; the release strips those fences, so students never see hidden checks.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import tomllib
@@ -35,6 +36,21 @@ settings.register_profile("grading", derandomize=True, deadline=None, max_exampl
 settings.load_profile("grading")
 
 
+def checks_command_line(checks, submission, part: str | None, results_json: str | None,
+                reference: str | None = None) -> list[str]:
+    """The pytest command line that runs ``checks`` against ``submission``."""
+    args = [str(checks), "-p", "autograder.plugin", "-p", "no:cacheprovider", "--rootdir", str(checks),
+            "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
+            "--tb=short"]
+    if part:
+        args += ["-m", part]
+    if results_json:
+        args += ["--results-json", results_json]
+    if reference:
+        args += ["--reference", reference]
+    return args
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("attention lab")
     group.addoption("--submission", help="folder holding the student's modules (default: the folder above the checks)")
@@ -42,6 +58,9 @@ def pytest_addoption(parser):
                                         "(default: solutions/attention of the kit)")
     group.addoption("--results-json", help="write every check's result and the points to this file")
     group.addoption("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
+    group.addoption("--budget", type=float, default=300.0, help="seconds all calls into student code may take together")
+    group.addoption("--slot", type=int, default=0, help="sandbox slot (one per parallel lane: its own user id)")
+    group.addoption("--no-sandbox", action="store_true", help="run student code in an unconfined worker")
 
 
 def pytest_configure(config):
@@ -52,6 +71,7 @@ def pytest_configure(config):
 
 
 CHECKS_DIR = pytest.StashKey[Path]()
+SANDBOX = pytest.StashKey[dict]()
 
 
 def load_points(checks_dir: Path) -> dict[str, dict[str, float]]:
@@ -92,21 +112,32 @@ def pytest_collection_modifyitems(session, config, items):
 @pytest.fixture(scope="session")
 def student(request):
     """The submission under test, reached only through a worker process."""
-    root = request.config.getoption("submission") or request.config.stash[CHECKS_DIR].parent
-    proxy = Student(root, timeout=request.config.getoption("call_timeout"))
+    config = request.config
+    root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
+    slot = None if config.getoption("no_sandbox") else config.getoption("slot")
+    proxy = Student(root, timeout=config.getoption("call_timeout"), slot=slot, budget=config.getoption("budget"))
     yield proxy
+    config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
+
+
+_references: dict[Path, Student] = {}
 
 
 @pytest.fixture(scope="session")
 def reference(request):
-    """The reference solution, run the same way as the student's code (hidden checks only)."""
-    root = Path(request.config.getoption("reference") or KIT_ROOT / "solutions" / "attention")
+    """The reference solution, run unconfined in a worker of its own (hidden checks only).
+
+    Trusted and deterministic, so one worker serves every session of this process: a grading
+    lane pays its start-up once, not once per submission.
+    """
+    root = Path(request.config.getoption("reference") or KIT_ROOT / "solutions" / "attention").resolve()
     if not (root / "scores.py").is_file():
         pytest.fail(f"no reference solution in {root}: run `make solutions` or pass --reference")
-    proxy = Student(root, timeout=60.0)
-    yield proxy
-    proxy.close()
+    if root not in _references:
+        _references[root] = Student(root, timeout=60.0)
+        atexit.register(_references[root].close)
+    return _references[root]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -165,9 +196,15 @@ class Scoreboard:
         for part, row in summary["parts"].items():
             write(f"{part:<12} {row['points']:>6g} / {row['max_points']:<4g}   {row['passed']} / {row['checks']}")
         write(f"{'total':<12} {summary['total']:>6g} / {summary['max_total']:<4g}")
+        sandbox = self.config.stash.get(SANDBOX, None)
+        if sandbox and sandbox["missing"]:
+            write("warning: student code ran without " + "; ".join(sandbox["missing"]), yellow=True)
+
+    def pytest_sessionfinish(self):
         out = self.config.getoption("results_json")
         if out:
-            payload = {**summary, "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}
+            payload = {**summarise(self.results), "sandbox": self.config.stash.get(SANDBOX, None),
+                       "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}
             tmp = f"{out}.tmp"
             with open(tmp, "w", encoding="utf-8") as handle:
                 json.dump(payload, handle, indent=1)

@@ -17,8 +17,11 @@ checks that call it.
 
 from __future__ import annotations
 
+import json
 import os
-import select
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -43,78 +46,125 @@ class StudentError(Exception):
         return str(self)
 
 
-class WorkerProcess:
-    """One worker process and its two pipes."""
+class Zygote:
+    """The judge's handle on :mod:`autograder.zygote`: confined workers, forked in milliseconds."""
 
-    def __init__(self, root: Path):
-        self.log = tempfile.TemporaryFile()
-        req_r, self.req_w = os.pipe()
-        self.resp_r, resp_w = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker", str(root), str(req_r), str(resp_w)],
-            cwd=KIT_ROOT,
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-            pass_fds=(req_r, resp_w),
-        )
-        os.close(req_r)
-        os.close(resp_w)
+    _shared: "Zygote | None" = None
+
+    def __init__(self):
+        control, child_end = socket.socketpair()
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote", str(child_end.fileno())],
+                                     cwd=KIT_ROOT, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL)
+        child_end.close()
+        self.control = control
+
+    @classmethod
+    def shared(cls) -> "Zygote":
+        if cls._shared is None or cls._shared.proc.poll() is not None:
+            cls._shared = cls()
+        return cls._shared
+
+    def fork(self, request: dict) -> tuple[socket.socket, int]:
+        self.control.sendall(json.dumps(request).encode() + b"\n")
+        message, fds, _, _ = socket.recv_fds(self.control, 4096, 1)
+        if not fds:
+            raise OSError("the zygote did not answer")
+        return socket.socket(fileno=fds[0]), json.loads(message)["pid"]
+
+
+class WorkerProcess:
+    """One worker process and the socket to it; confined (forked by the zygote) or not."""
+
+    def __init__(self, root: Path, slot: int | None):
+        self.folder = Path(tempfile.mkdtemp(prefix="attention-worker-"))
+        self.folder.chmod(0o711)  # a worker running under its own user id must reach scratch/
+        scratch = self.folder / "scratch"
+        scratch.mkdir()
+        self.log = self.folder / "output.log"
+        self.log.touch()
+        self.proc = None
+        if slot is None:
+            judge_end, worker_end = socket.socketpair()
+            with open(self.log, "wb") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "autograder.worker", str(root), str(worker_end.fileno())],
+                    cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(worker_end.fileno(),))
+            worker_end.close()
+            self.pid = self.proc.pid
+        else:
+            judge_end, self.pid = Zygote.shared().fork(
+                {"root": str(root), "scratch": str(scratch), "log": str(self.log), "slot": slot})
+        self.sock = judge_end
 
     def exchange(self, request: dict, timeout: float):
-        self._write_all(encode(request))
+        self.sock.settimeout(timeout)
+        self.sock.sendall(encode(request))
+        return self.receive(timeout)
+
+    def receive(self, timeout: float):
         deadline = time.monotonic() + timeout
 
         def read_exact(n: int) -> bytes:
             chunks, remaining = [], n
             while remaining:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self.resp_r], [], [], left)[0]:
+                if left <= 0:
                     raise TimeoutError
-                chunk = os.read(self.resp_r, min(remaining, 1 << 20))
+                self.sock.settimeout(left)
+                chunk = self.sock.recv(min(remaining, 1 << 20))
                 if not chunk:
                     raise EOFError
                 chunks.append(chunk)
                 remaining -= len(chunk)
             return b"".join(chunks)
 
-        return read_frame(read_exact)
-
-    def _write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.req_w, view):]
-
-    def exit_code(self, wait: float = 1.0):
         try:
-            return self.proc.wait(wait)
-        except subprocess.TimeoutExpired:
-            return None
+            return read_frame(read_exact)
+        except socket.timeout:
+            raise TimeoutError from None
+
+    def exit_status(self) -> str:
+        if self.proc is not None:
+            try:
+                return f"exit code {self.proc.wait(1.0)}"
+            except subprocess.TimeoutExpired:
+                return "still running"
+        return "it exited or was killed"
 
     def output_tail(self, limit: int = 1500) -> str:
-        self.log.seek(0, os.SEEK_END)
-        size = self.log.tell()
-        self.log.seek(max(0, size - limit))
-        return self.log.read().decode("utf-8", "replace").strip()
+        try:
+            with open(self.log, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - limit))
+                return log.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
 
     def close(self) -> None:
-        for fd in (self.req_w, self.resp_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        if self.proc.poll() is None:
+        self.sock.close()
+        try:  # the worker and anything it started share one process group
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.proc is not None:
             self.proc.kill()
-        self.proc.wait()
-        self.log.close()
+            self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Student:
-    """A submission folder seen through a worker process."""
+    """A submission folder seen through a worker process.
 
-    def __init__(self, root, timeout: float = 10.0, seed: int | None = None, _shared=None):
+    ``slot`` (an int) runs the submission in confined workers forked by the zygote, under
+    the sandbox of lane ``slot``; None runs an unconfined worker (the reference solution).
+    ``budget`` caps the seconds all calls together may take.
+    """
+
+    def __init__(self, root, timeout: float = 10.0, slot: int | None = None, budget: float = 600.0,
+                 seed: int | None = None, _shared=None):
         self.root = Path(root).resolve()
-        self.timeout = timeout
+        self.timeout, self.slot, self.budget = timeout, slot, budget
         self._seed = seed
-        self._shared = _shared if _shared is not None else {"worker": None}
+        self._shared = _shared if _shared is not None else {"worker": None, "sandbox": None, "spent": 0.0}
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> "ModuleProxy":
@@ -124,7 +174,7 @@ class Student:
 
     def seeded(self, seed: int) -> "Student":
         """The same submission, with every call made right after ``torch.manual_seed(seed)``."""
-        return Student(self.root, self.timeout, seed, self._shared)
+        return Student(self.root, self.timeout, self.slot, self.budget, seed, self._shared)
 
     def build_in_order(self, seed: int, *specs) -> list["Handle"]:
         """Construct ``(target, *args)`` specs one after another after a single ``manual_seed``."""
@@ -139,25 +189,42 @@ class Student:
         except OSError:
             return None
 
+    @property
+    def sandbox(self) -> dict | None:
+        """What the worker's sandbox enforced ({"enforced", "missing"}), once a worker has started."""
+        return self._shared["sandbox"]
+
     # -- transport ------------------------------------------------------------------------------
+    def _start(self) -> WorkerProcess:
+        worker = WorkerProcess(self.root, self.slot)
+        self._shared["worker"] = worker
+        hello = worker.receive(60.0)  # the worker's first words: what its sandbox enforced
+        self._shared["sandbox"] = hello.get("hello") if isinstance(hello, dict) else None
+        return worker
+
     def request(self, request: dict):
         request.setdefault("seed", self._seed)
-        worker = self._shared["worker"]
-        if worker is None:
-            worker = self._shared["worker"] = WorkerProcess(self.root)
         where = request.get("target") or request.get("name") or request.get("op")
+        left = self.budget - self._shared["spent"]
+        if left <= 0:
+            raise StudentError("timeout", f"{where} not run: the submission used up its {self.budget:g} s budget")
+        started = time.monotonic()
         try:
-            answer = worker.exchange(request, self.timeout)
+            worker = self._shared["worker"] or self._start()
+            answer = worker.exchange(request, min(self.timeout, left))
         except TimeoutError:
             self.close()
-            raise StudentError("timeout", f"{where} timed out after {self.timeout:g} s") from None
+            raise StudentError("timeout", f"{where} timed out after {min(self.timeout, left):g} s") from None
         except (EOFError, OSError, CodecError) as exc:
-            code = worker.exit_code()
-            tail = worker.output_tail()
+            worker = self._shared["worker"]
+            status = worker.exit_status() if worker else "it never started"
+            tail = worker.output_tail() if worker else ""
             self.close()
-            how = f"exit code {code}" if code is not None else f"a broken answer ({exc})"
             detail = f"\n--- output before it stopped ---\n{tail}" if tail else ""
-            raise StudentError("crashed", f"the process running your code stopped during {where} ({how}){detail}") from None
+            raise StudentError("crashed", f"the process running your code stopped during {where} "
+                                          f"({status}; {type(exc).__name__}: {exc}){detail}") from None
+        finally:
+            self._shared["spent"] += time.monotonic() - started
         if not isinstance(answer, dict) or ("ok" not in answer and "error" not in answer):
             raise StudentError("bad_value", f"{where}: malformed answer from the worker")
         if "error" in answer:

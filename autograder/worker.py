@@ -1,10 +1,9 @@
 """The worker: the only process that imports and runs a submission's modules.
 
-Started by :class:`autograder.student.Student` as
-``python -m autograder.worker <dir> <request fd> <answer fd>``.
-It reads requests and writes answers on those two pipes in the format of
-:mod:`autograder.codec`; stdout is pointed at stderr so that a student's ``print`` can never
-be mistaken for an answer. Every request starts from the same RNG state, so a result does
+Started by :class:`autograder.student.Student`, either as ``python -m autograder.worker <dir>
+<socket fd>`` or forked, already confined, by :mod:`autograder.zygote`. It reads requests and
+writes answers on one socket in the format of :mod:`autograder.codec`; a student's ``print``
+goes to a log, never into the answer channel. Every request starts from the same RNG state, so a result does
 not depend on which calls came before it.
 
 Requests (all optional fields may be omitted):
@@ -26,12 +25,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 import sys
 import traceback
 
 import torch
 
 from autograder.codec import CodecError, GeneratorSpec, HandleRef, encode, read_frame
+from autograder.sandbox import confine
 
 DEFAULT_SEED = 0
 METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure")
@@ -189,8 +190,6 @@ def structure(module: torch.nn.Module) -> dict:
 
 def describe_exception(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if isinstance(exc, SyntaxError) and exc.lineno:
-        text += f" (line {exc.lineno})"
     return text[:2000]
 
 
@@ -221,27 +220,52 @@ def error_answer(exc: BaseException, request: dict, root: str) -> dict:
     return {"kind": "exception", "type": type(exc).__name__, "message": describe_exception(exc), "where": where, "trace": trace}
 
 
-def main(root: str, request_fd: int, answer_fd: int) -> None:
-    requests = os.fdopen(request_fd, "rb", buffering=0)
-    responses = os.fdopen(answer_fd, "wb", buffering=0)
-    os.dup2(2, 1)  # a student's print goes to stderr, never into the answer channel
-    sys.path.append(os.path.realpath(root))  # last: a submission cannot shadow torch or the stdlib
-    worker = Worker(root)
+class Connection:
+    """Frames over one socket: requests in, answers out."""
 
-    def read_exact(n: int) -> bytes:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    def read_exact(self, n: int) -> bytes:
         chunks, remaining = [], n
         while remaining:
-            chunk = requests.read(remaining)
+            chunk = self.sock.recv(min(remaining, 1 << 20))
             if not chunk:
                 raise EOFError
             chunks.append(chunk)
             remaining -= len(chunk)
         return b"".join(chunks)
 
+    def send(self, message) -> None:
+        self.sock.sendall(encode(message))
+
+
+def run(root: str, sock: socket.socket, confinement: dict | None = None) -> None:
+    """Serve requests for the submission in ``root`` until the judge hangs up.
+
+    With ``confinement`` ({"scratch", "log", "slot"}), the process first redirects its output
+    to the log and confines itself (:mod:`autograder.sandbox`); its first message says what
+    was enforced.
+    """
+    connection = Connection(sock)
+    report = None
+    if confinement is not None:
+        log = os.open(confinement["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.chdir(confinement["scratch"])
+        os.environ["TMPDIR"] = confinement["scratch"]
+        report = confine(root, confinement["scratch"], confinement["log"], int(confinement["slot"]))
+    else:
+        os.dup2(2, 1)  # a student's print goes to stderr, never into the answer channel
+    sys.path.append(os.path.realpath(root))  # last: a submission cannot shadow torch or the stdlib
+    connection.send({"hello": None if report is None else {"enforced": report.enforced, "missing": report.missing}})
+    worker = Worker(root)
     while True:
         try:
-            request = read_frame(read_exact)
-        except EOFError:
+            request = read_frame(connection.read_exact)
+        except (EOFError, OSError):
             return
         try:
             answer = {"ok": worker.serve(request)}
@@ -251,8 +275,9 @@ def main(root: str, request_fd: int, answer_fd: int) -> None:
                                       "where": str(request.get("target", "")), "trace": ""}})
         except BaseException as exc:  # noqa: BLE001 - report everything the student's code raises
             frame = encode({"error": error_answer(exc, request, worker.root)})
-        responses.write(frame)
+        sock.sendall(frame)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    # python -m autograder.worker <root> <socket fd>: an unconfined worker (the reference, or no zygote)
+    run(sys.argv[1], socket.socket(fileno=int(sys.argv[2])))

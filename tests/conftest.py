@@ -30,7 +30,7 @@ def grade(submission: Path, results: Path, part: str | None = None) -> dict:
 def submission_with(tmp_path: Path, replacements: dict[str, str | None]) -> Path:
     """The reference modules, with some replaced by the given text (None: deleted)."""
     folder = tmp_path / "submission"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for module in SOLUTIONS.glob("*.py"):
         shutil.copy(module, folder / module.name)
     for name, text in replacements.items():

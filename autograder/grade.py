@@ -1,0 +1,250 @@
+"""``make grade``: grade every submission of a cohort and write the reports.
+
+Layout in (nbgrader's): ``<submissions>/<student>/attention/``. Layout out:
+``<out>/grades.csv``, ``<out>/report.html`` and per student ``results.json`` (Gradescope's
+format), ``feedback.md`` and ``feedback.html``.
+
+Each submission is first *staged*: its regular files are copied into a private folder
+(symlinks that leave the submission, oversized and unexpected files are left out and said
+so), then graded by one of ``jobs`` lanes (:mod:`autograder.lane`). A student's reports are
+written, atomically, as soon as that student is graded, together with a fingerprint of the
+submission and of the checks; a later run skips every student whose fingerprint still
+matches (unless ``force``), so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import PARTS, reports
+from autograder.release import ASSIGNMENT, KIT_ROOT
+
+CHECKS = KIT_ROOT / "source" / ASSIGNMENT / "tests"
+REFERENCE = KIT_ROOT / "solutions" / ASSIGNMENT
+MODULES = tuple(f"{part}.py" for part in PARTS)
+MAX_FILE_BYTES = 1024 * 1024
+FINGERPRINT = ".fingerprint"
+
+
+@dataclass
+class Submission:
+    student: str
+    folder: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def discover(submissions: Path) -> list[Submission]:
+    """Every student folder, sorted; a student without ``attention/`` is still listed (and scores 0)."""
+    found = []
+    for entry in sorted(submissions.iterdir()):
+        if entry.is_dir() and not entry.name.startswith("."):
+            found.append(Submission(entry.name, entry / ASSIGNMENT))
+    return found
+
+
+def stage(submission: Submission, into: Path) -> Path:
+    """Copy what may be graded into a private folder; say what was left out and why."""
+    target = into / submission.student / ASSIGNMENT
+    target.mkdir(parents=True)
+    source = submission.folder
+    if not source.is_dir():
+        submission.notes.append(f"no {ASSIGNMENT}/ folder in the submission")
+        return target
+    real_root = source.resolve()
+    for path in sorted(source.iterdir()):
+        name = path.name
+        if path.is_symlink() and not path.resolve().is_relative_to(real_root):
+            submission.notes.append(f"{name}: a link to a file outside the submission, left out")
+            continue
+        if not path.is_file():
+            continue
+        if name not in MODULES and path.suffix != ".ipynb":
+            submission.notes.append(f"{name}: not part of the assignment, not graded")
+            continue
+        if path.stat().st_size > MAX_FILE_BYTES:
+            submission.notes.append(f"{name}: larger than {MAX_FILE_BYTES // 1024} KB, left out")
+            continue
+        data = path.read_bytes()
+        problem = unreadable(name, data)
+        if problem:
+            submission.notes.append(problem)
+        (target / name).write_bytes(data)
+    missing = [m for m in MODULES if not (target / m).is_file()]
+    if missing:
+        submission.notes.append("missing: " + ", ".join(missing))
+    return target
+
+
+def unreadable(name: str, data: bytes) -> str | None:
+    """Why a staged file cannot be what it claims to be (it is still staged and graded as it is)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if name.endswith(".ipynb"):
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return f"{name}: not a valid notebook (invalid JSON: {exc})"
+    return None
+
+
+def kit_fingerprint() -> str:
+    """What a grade depends on besides the submission: the checks and the reference."""
+    digest = hashlib.sha256()
+    for folder in (CHECKS, REFERENCE):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
+    digest = hashlib.sha256(kit.encode())
+    for path in sorted(staged.iterdir()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(json.dumps(notes).encode())
+    return digest.hexdigest()
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class Lane:
+    """One judge process (:mod:`autograder.lane`), restarted if it ever stops."""
+
+    def __init__(self, slot: int, call_timeout: float, budget: float):
+        self.slot, self.call_timeout, self.budget = slot, call_timeout, budget
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder.lane", "--slot", str(self.slot), "--checks", str(CHECKS),
+             "--reference", str(REFERENCE), "--call-timeout", str(self.call_timeout), "--budget", str(self.budget)],
+            cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def grade(self, staged: Path, results: Path) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        self.proc.stdin.write(json.dumps({"submission": str(staged), "results": str(results)}) + "\n")
+        self.proc.stdin.flush()
+        # The lane enforces the submission's budget itself; this is only a backstop.
+        timer = threading.Timer(self.budget * 2 + 120, self.proc.kill)
+        timer.start()
+        try:
+            line = self.proc.stdout.readline()
+        finally:
+            timer.cancel()
+        if not line:
+            self.proc = None
+            return {"error": "the grading process stopped"}
+        return json.loads(line)
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class Progress:
+    """A bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.done, self.stream = total, 0, stream
+        self.tty = stream.isatty()
+        self.lock = threading.Lock()
+
+    def step(self, student: str, outcome: str) -> None:
+        with self.lock:
+            self.done += 1
+            if self.tty:
+                filled = int(30 * self.done / max(self.total, 1))
+                self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} {student[:30]:<30}")
+                if self.done == self.total:
+                    self.stream.write("\n")
+            else:
+                self.stream.write(f"graded {self.done}/{self.total}: {student}: {outcome}\n")
+            self.stream.flush()
+
+
+def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call_timeout: float = 10.0,
+          budget: float = 120.0, stream=sys.stderr) -> dict:
+    """Grade the cohort in ``submissions`` into ``out``; return the summary of the run."""
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    cohort = discover(submissions)
+    kit = kit_fingerprint()
+    staging = Path(tempfile.mkdtemp(prefix="attention-staging-"))
+    staging.chmod(0o755)  # confined workers run under their own user id
+    todo, skipped = [], 0
+    for submission in cohort:
+        staged = stage(submission, staging)
+        print_ = fingerprint(staged, submission.notes, kit)
+        folder = out / submission.student
+        done = folder / FINGERPRINT
+        if not force and done.is_file() and done.read_text() == print_ and (folder / "results.json").is_file():
+            skipped += 1
+            continue
+        todo.append((submission, staged, print_))
+
+    progress = Progress(len(todo), stream)
+    work: queue.Queue = queue.Queue()
+    for item in todo:
+        work.put(item)
+    warnings: set[str] = set()
+
+    def lane_loop(slot: int) -> None:
+        lane = Lane(slot, call_timeout, budget)
+        try:
+            while True:
+                try:
+                    submission, staged, print_ = work.get_nowait()
+                except queue.Empty:
+                    return
+                clock = time.monotonic()
+                raw_file = staging / f"{submission.student}.raw.json"
+                answer = lane.grade(staged, raw_file)
+                raw = json.loads(raw_file.read_text()) if "results" in answer and raw_file.is_file() else None
+                if raw and raw.get("sandbox"):
+                    warnings.update(raw["sandbox"]["missing"])
+                record = reports.student_record(submission.student, raw, submission.notes,
+                                                answer.get("error"), time.monotonic() - clock)
+                folder = out / submission.student
+                folder.mkdir(exist_ok=True)
+                reports.write_student(folder, record, write_atomically)
+                write_atomically(folder / FINGERPRINT, print_)
+                progress.step(submission.student, record["status"])
+        finally:
+            lane.close()
+
+    threads = [threading.Thread(target=lane_loop, args=(slot,)) for slot in range(max(1, jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    shutil.rmtree(staging, ignore_errors=True)
+
+    records = [reports.load_record(out / s.student) for s in cohort]
+    records = [r for r in records if r is not None]
+    write_atomically(out / "grades.csv", reports.grades_csv(records))
+    write_atomically(out / "report.html", reports.class_report(records))
+    return {"graded": len(todo), "skipped": skipped, "students": len(records),
+            "seconds": time.monotonic() - started, "warnings": sorted(warnings),
+            "mean": sum(r["total"] for r in records) / len(records) if records else 0.0}

@@ -1,0 +1,58 @@
+"""A grading lane: one judge process that grades submissions one after another.
+
+``python -m autograder lane --slot N`` reads one JSON job per line on stdin
+(``{"submission", "results"}``), runs every check on it in this process (pytest, the plugin,
+the checks: imported once) and answers one JSON line per job on stdout
+(``{"results": path}`` or ``{"error": text}``). Student code runs in workers forked by the
+zygote under sandbox slot N; the reference solution's worker is shared by all jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import traceback
+
+import pytest
+
+from autograder.plugin import checks_command_line
+
+
+def grade_one(job: dict, slot: int, checks: str, reference: str | None, timeout: float, budget: float) -> dict:
+    log = io.StringIO()
+    args = checks_command_line(checks, job["submission"], None, job["results"], reference)
+    args += ["--slot", str(slot), "--call-timeout", str(timeout), "--budget", str(budget)]
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        code = pytest.main(args)
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        return {"error": f"the checks could not run (pytest exit code {int(code)}):\n{log.getvalue()[-3000:]}"}
+    return {"results": job["results"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder lane")
+    parser.add_argument("--slot", type=int, required=True)
+    parser.add_argument("--checks", required=True)
+    parser.add_argument("--reference")
+    parser.add_argument("--call-timeout", type=float, default=10.0)
+    parser.add_argument("--budget", type=float, default=120.0)
+    options = parser.parse_args(argv)
+    answers = sys.stdout
+    sys.stdout = sys.stderr  # only answers go to the orchestrator's pipe
+    for line in sys.stdin:
+        job = json.loads(line)
+        try:
+            answer = grade_one(job, options.slot, options.checks, options.reference, options.call_timeout,
+                               options.budget)
+        except Exception:  # noqa: BLE001 - a judge-side failure is reported for this job, the lane goes on
+            answer = {"error": traceback.format_exc()[-3000:]}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

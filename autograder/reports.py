@@ -1,0 +1,185 @@
+"""The grader's outputs: per student ``results.json`` (Gradescope), ``feedback.md``/``.html`` and
+``summary.json`` (for the instructor's tables); for the class ``grades.csv`` and ``report.html``.
+
+Hidden checks appear by name and points only: their messages, inputs and expected values
+never reach a file a student can see.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from pathlib import Path
+
+from autograder import PARTS
+
+def status_of(raw: dict | None, notes: list[str], error: str | None) -> str:
+    if error:
+        return "error: " + error.strip().splitlines()[-1][:200]
+    problems = list(notes)
+    if raw:
+        for check in raw["checks"]:
+            first = check["message"].split("\n")[0]
+            if "could not be imported" in first and first not in problems:
+                problems.append(first)
+    return "graded" if not problems else "error: " + "; ".join(problems)
+
+
+def student_record(student: str, raw: dict | None, notes: list[str], error: str | None, seconds: float) -> dict:
+    """Everything the reports need about one student, from the lane's raw results."""
+    checks = raw["checks"] if raw else []
+    parts = {part: {"points": 0.0, "max_points": 0.0} for part in PARTS}
+    for part, row in (raw or {}).get("parts", {}).items():
+        parts[part] = {"points": row["points"], "max_points": row["max_points"]}
+    return {
+        "student": student,
+        "status": status_of(raw, notes, error),
+        "notes": notes,
+        "parts": parts,
+        "total": round(sum(p["points"] for p in parts.values()), 6),
+        "max_total": round(sum(p["max_points"] for p in parts.values()), 6) or 100.0,
+        "seconds": round(seconds, 3),
+        "checks": [{"part": c["part"], "name": c["check"], "hidden": c["hidden"], "points": c["points"],
+                    "passed": c["passed"], "message": "" if c["hidden"] else c["message"]} for c in checks],
+    }
+
+
+def gradescope(record: dict) -> dict:
+    """Gradescope's results.json: hidden checks by name and score, visible after publication."""
+    tests = []
+    for check in record["checks"]:
+        test = {"name": f"{check['part']}: {check['name']}", "score": check["points"] if check["passed"] else 0.0,
+                "max_score": check["points"], "status": "passed" if check["passed"] else "failed",
+                "visibility": "after_published" if check["hidden"] else "visible"}
+        if not check["hidden"]:
+            test["output"] = check["message"]
+        tests.append(test)
+    return {"score": record["total"], "execution_time": record["seconds"], "output": feedback_markdown(record),
+            "output_format": "md", "visibility": "visible", "tests": tests}
+
+
+def feedback_markdown(record: dict) -> str:
+    lines = [f"# Attention lab: {record['total']:g} / {record['max_total']:g}", ""]
+    if record["status"] != "graded":
+        lines += [f"**Problems with the submission:** {record['status'].removeprefix('error: ')}", ""]
+    for part in PARTS:
+        row = record["parts"][part]
+        lines += [f"## {part}: {row['points']:g} / {row['max_points']:g}", ""]
+        checks = [c for c in record["checks"] if c["part"] == part]
+        for check in checks:
+            if check["hidden"]:
+                continue
+            if not check["passed"]:
+                message = check["message"].strip().replace("\n", "\n  ")
+                lines.append(f"- ✗ `{check['name']}` ({check['points']:g} pt): {message}")
+        hidden = [c for c in checks if c["hidden"]]
+        if hidden:
+            passed = sum(c["passed"] for c in hidden)
+            lines.append(f"- hidden checks: {passed} of {len(hidden)} passed")
+            lines += [f"  - {'✓' if c['passed'] else '✗'} `{c['name']}`" for c in hidden]
+        if all(c["passed"] for c in checks) and checks:
+            lines.append("- every check passed")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def markdown_to_html(title: str, markdown: str) -> str:
+    """The feedback's few Markdown forms (headings, bullets, code) as a standalone page."""
+    body = []
+    for line in markdown.split("\n"):
+        text = html.escape(line.lstrip("#- ").strip())
+        text = text.replace("`", "")
+        if line.startswith("# "):
+            body.append(f"<h1>{text}</h1>")
+        elif line.startswith("## "):
+            body.append(f"<h2>{text}</h2>")
+        elif line.lstrip().startswith("- "):
+            body.append(f"<li>{text}</li>")
+        elif line.strip():
+            body.append(f"<p>{text}</p>")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}li{margin:.3em 0}</style>"
+            f"</head><body>{''.join(body)}</body></html>")
+
+
+def write_student(folder: Path, record: dict, write) -> None:
+    write(folder / "summary.json", json.dumps(record, indent=1))
+    write(folder / "results.json", json.dumps(gradescope(record), indent=1))
+    markdown = feedback_markdown(record)
+    write(folder / "feedback.md", markdown)
+    write(folder / "feedback.html", markdown_to_html(f"Feedback for {record['student']}", markdown))
+
+
+def load_record(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def grades_csv(records: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["student", *PARTS, "total", "max_total", "status"])
+    for record in sorted(records, key=lambda r: r["student"]):
+        writer.writerow([record["student"], *(f"{record['parts'][p]['points']:g}" for p in PARTS),
+                         f"{record['total']:g}", f"{record['max_total']:g}", record["status"]])
+    return out.getvalue()
+
+
+def histogram_svg(totals: list[float], width: int = 520, height: int = 180) -> str:
+    """Scores in ten bins of 10 points, as an inline SVG bar chart."""
+    bins = [0] * 10
+    for total in totals:
+        bins[min(int(total // 10), 9)] += 1
+    top = max(bins) or 1
+    bar = width / 10
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 30}' role='img' "
+             "aria-label='score distribution'>"]
+    for i, count in enumerate(bins):
+        h = height * count / top
+        parts.append(f"<rect x='{i * bar + 2:.0f}' y='{height - h:.0f}' width='{bar - 4:.0f}' height='{h:.0f}' "
+                     f"fill='#4c78a8'><title>{i * 10}-{i * 10 + 10}: {count}</title></rect>")
+        parts.append(f"<text x='{i * bar + bar / 2:.0f}' y='{height + 15}' font-size='11' text-anchor='middle'>"
+                     f"{i * 10}</text>")
+        if count:
+            parts.append(f"<text x='{i * bar + bar / 2:.0f}' y='{height - h - 3:.0f}' font-size='11' "
+                         f"text-anchor='middle'>{count}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def student_row(record: dict) -> str:
+    cells = [html.escape(record["student"]), *(f"{record['parts'][p]['points']:g}" for p in PARTS),
+             f"<b>{record['total']:g}</b>", html.escape(record["status"])]
+    return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+
+
+def class_report(records: list[dict]) -> str:
+    """The class at a glance, one self-contained HTML file."""
+    n = len(records)
+    totals = [r["total"] for r in records]
+    rates: dict[tuple[str, str], list[int]] = {}
+    for record in records:
+        for check in record["checks"]:
+            rates.setdefault((check["part"], check["name"]), []).append(int(check["passed"]))
+    rows = sorted(((sum(v) / len(v), part, name) for (part, name), v in rates.items()), key=lambda r: (r[0], r[1]))
+    e = html.escape
+    worst = "".join(f"<li>{e(part)}: <code>{e(name)}</code> passed by {rate:.0%}</li>" for rate, part, name in rows[:10])
+    table = "".join(f"<tr><td>{e(part)}</td><td><code>{e(name)}</code></td><td>{rate:.0%}</td></tr>"
+                    for rate, part, name in sorted(rows, key=lambda r: (PARTS.index(r[1]), r[2])))
+    students = "".join(student_row(r) for r in sorted(records, key=lambda r: r["student"]))
+    mean = sum(totals) / n if n else 0
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Attention lab: class report</title>
+<style>body{{font-family:sans-serif;max-width:70em;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:.2em .5em;text-align:left}}</style></head><body>
+<h1>Attention lab: class report</h1>
+<p>{n} students; mean {mean:.1f} / 100; {sum(t == 100 for t in totals)} at full marks.</p>
+<h2>Score distribution</h2>{histogram_svg(totals)}
+<h2>Most failed checks</h2><ol>{worst}</ol>
+<h2>Students</h2><table><tr><th>student</th>{"".join(f"<th>{p}</th>" for p in PARTS)}<th>total</th><th>status</th></tr>
+{students}</table>
+<h2>Pass rate per check</h2><table><tr><th>part</th><th>check</th><th>passed by</th></tr>{table}</table>
+</body></html>"""

@@ -1,0 +1,45 @@
+"""A clean process with torch already imported that forks confined workers on request.
+
+Importing torch costs more than grading a submission; a worker forked from here pays it
+never. The zygote holds nothing of the judge's (no checks, no expected tensors, no
+reference): a forked worker inherits only torch and the worker code. It is started by
+:class:`Zygote` as ``python -m autograder.zygote <socket fd>``; each request is one JSON line
+``{"root", "scratch", "log", "slot"}`` and each answer a JSON line ``{"pid"}`` that carries the
+judge's end of the new worker's socket (``SCM_RIGHTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+
+import torch  # noqa: F401 - imported once here so that every forked worker has it
+
+from autograder import worker
+
+
+def serve(control: socket.socket) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    requests = control.makefile("rb")
+    for line in requests:
+        request = json.loads(line)
+        judge_end, worker_end = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                control.close()
+                judge_end.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                worker.run(request["root"], worker_end, request)
+            finally:
+                os._exit(0)
+        worker_end.close()
+        socket.send_fds(control, [json.dumps({"pid": pid}).encode() + b"\n"], [judge_end.fileno()])
+        judge_end.close()
+
+
+if __name__ == "__main__":
+    serve(socket.socket(fileno=int(sys.argv[1])))

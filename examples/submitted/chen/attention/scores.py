@@ -1,0 +1,66 @@
+"""Part ``scores``: raw dot-product attention scores.
+
+You compute how strongly each token relates to the others, first with explicit
+Python loops over tokens and then as a single matrix product.
+"""
+import torch
+
+
+def _dot(u, v):
+    """One attention score: the dot product of two embedding vectors."""
+    return torch.dot(u, v)
+
+
+def attention_scores_for_query(inputs, query):
+    """Dot-product scores of one query against every token, using a loop.
+
+    Inputs:
+    - inputs: tensor of shape (T, d), one embedding per token.
+    - query: tensor of shape (d,), same dtype as ``inputs``.
+
+    Returns:
+    - scores: tensor of shape (T,) with the dtype of ``inputs``, where
+      ``scores[j] = inputs[j] . query``.
+
+    Implementation notes: loop over the T tokens in Python and use
+    ``torch.dot``. Collect the per-token results and combine them into one
+    tensor (e.g. a list plus ``torch.stack``) so that gradients still flow back
+    to ``inputs`` and ``query``; do not write into a pre-allocated tensor
+    in place.
+    """
+    return torch.stack([_dot(inputs[j], query) for j in range(len(inputs))])
+
+
+def attention_scores_loop(inputs):
+    """All pairwise dot-product scores, using two nested loops.
+
+    Inputs:
+    - inputs: tensor of shape (T, d).
+
+    Returns:
+    - scores: tensor of shape (T, T) with the dtype of ``inputs``, where
+      ``scores[i, j] = inputs[i] . inputs[j]`` (row i = query i, column j =
+      key j).
+
+    Implementation notes: the outer loop runs over queries i, the inner loop
+    over keys j, each entry computed with ``torch.dot``. Build the result in a
+    gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
+    """
+    return torch.stack([torch.stack([_dot(q, k) for k in inputs]) for q in inputs])
+
+
+def attention_scores(inputs):
+    """All pairwise dot-product scores as one matrix product.
+
+    Inputs:
+    - inputs: tensor of shape (..., T, d); any number of leading batch dims
+      (including none).
+
+    Returns:
+    - scores: tensor of shape (..., T, T), dtype of ``inputs``, equal to
+      ``inputs @ inputs^T`` over the last two dims.
+
+    Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
+    """
+    keys_t = inputs.transpose(-2, -1)  # (..., d, T)
+    return torch.matmul(inputs, keys_t)

@@ -1,0 +1,226 @@
+"""Hostile submissions: student code cannot change its score, read what it must not, reach the
+network, hang, exhaust the machine or crash the grader."""
+
+import socket
+import textwrap
+import threading
+
+import pytest
+import torch
+
+from autograder.student import Student, StudentError
+from conftest import CHECKS, KIT, SOLUTIONS, grade, submission_with
+
+SLOT = 7  # a sandbox slot of its own: these workers run under their own user id
+
+
+def hostile(tmp_path, body: str, name: str = "scores") -> Student:
+    """A submission whose ``<name>.py`` is ``body``; its functions run confined, 3 s per call."""
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    (folder / f"{name}.py").write_text(textwrap.dedent(body))
+    return Student(folder, timeout=3.0, slot=SLOT, budget=60.0)
+
+
+@pytest.fixture
+def student_factory(tmp_path):
+    made = []
+
+    def make(body, name="scores"):
+        made.append(hostile(tmp_path, body, name))
+        return made[-1]
+
+    yield make
+    for student in made:
+        student.close()
+
+
+def expect_failure(call, kind: str, *fragments: str) -> StudentError:
+    with pytest.raises(StudentError) as caught:
+        call()
+    assert caught.value.kind == kind, caught.value
+    for fragment in fragments:
+        assert fragment in str(caught.value), caught.value
+    return caught.value
+
+
+def test_every_mechanism_is_enforced_here(student_factory):
+    student = student_factory("def attention_scores(x):\n    return x\n")
+    student.scores.attention_scores(torch.ones(2))
+    assert student.sandbox["missing"] == [], student.sandbox
+    assert set(student.sandbox["enforced"]) >= {"network namespace", "landlock file access", "resource limits"}
+
+
+PATCHING = """
+import builtins, json, sys
+import torch
+
+# Everything a cheat might try from inside the worker: none of it reaches the judge.
+torch.allclose = lambda *a, **k: True
+torch.equal = lambda *a, **k: True
+torch.Tensor.__eq__ = lambda self, other: torch.ones((), dtype=torch.bool)
+torch.isclose = lambda a, b, **k: torch.ones_like(a, dtype=torch.bool)
+print(json.dumps({{"total": 100, "max_total": 100}}))
+print("============ 116 passed in 0.01s ============")
+for target in ("{results}", "{kit}/grades/results.json", "{kit}/source/attention/tests/points.toml"):
+    try:
+        with open(target, "w") as handle:
+            handle.write('{{"total": 100}}')
+    except OSError:
+        pass
+try:
+    import pytest
+    pytest.main = lambda *a, **k: 0
+except ImportError:
+    pass
+
+
+# Answers of the right shape and the wrong value.
+def attention_scores_for_query(inputs, query):
+    return torch.zeros(inputs.shape[0])
+
+
+def attention_scores_loop(inputs):
+    return torch.zeros(inputs.shape[0], inputs.shape[0])
+
+
+def attention_scores(inputs):
+    return torch.zeros(*inputs.shape[:-1], inputs.shape[-2])
+"""
+
+
+def test_patching_torch_pytest_or_results_does_not_change_the_score(tmp_path):
+    results = tmp_path / "results.json"
+    cheat = PATCHING.format(results=results, kit=KIT)
+    honest = "import torch\n" + cheat[cheat.index("# Answers of the right shape"):]
+    scored = {}
+    for name, module in (("cheat", cheat), ("honest", honest)):
+        outcome = grade(submission_with(tmp_path / name, {"scores": module}), tmp_path / f"{name}.json", part="scores")
+        scored[name] = {c["check"]: c["passed"] for c in outcome["checks"]}
+    assert scored["cheat"] == scored["honest"]
+    assert not all(scored["cheat"].values())
+    assert not results.exists()
+    assert (CHECKS / "points.toml").read_text().startswith("# Points per check")
+
+
+@pytest.mark.parametrize("secret", [
+    CHECKS / "test_scores.py",
+    CHECKS / "points.toml",
+    SOLUTIONS / "softmax.py",
+    KIT / "source" / "attention" / "softmax.py",
+])
+def test_hidden_checks_solutions_and_sources_cannot_be_read(student_factory, secret):
+    student = student_factory(f"""
+        def attention_scores(x):
+            return open({str(secret)!r}).read()
+    """)
+    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "PermissionError")
+
+
+def test_another_students_files_cannot_be_read(tmp_path, student_factory):
+    other = tmp_path / "other" / "attention"
+    other.mkdir(parents=True)
+    (other / "scores.py").write_text("SECRET = 1\n")
+    student = student_factory(f"""
+        def attention_scores(x):
+            return open({str(other / 'scores.py')!r}).read()
+    """)
+    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "PermissionError")
+
+
+def test_the_network_is_unreachable(student_factory):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
+    student = student_factory(f"""
+        import socket
+        def attention_scores(x):
+            socket.create_connection(("127.0.0.1", {port}), timeout=2).sendall(b"answers please")
+    """)
+    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception")
+    server.close()
+    assert accepted == []
+
+
+@pytest.mark.parametrize("where", ["import", "call"])
+def test_an_infinite_loop_times_out_and_the_next_call_goes_on(student_factory, where):
+    loop = "while True:\n    pass\n"
+    body = loop + "def attention_scores(x):\n    return x\n" if where == "import" else \
+        "def attention_scores(x):\n" + textwrap.indent(loop, "    ") + "\ndef attention_scores_loop(x):\n    return x\n"
+    student = student_factory(body)
+    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "timeout", "timed out after 3 s")
+    if where == "call":
+        assert torch.equal(student.scores.attention_scores_loop(torch.ones(2)), torch.ones(2))
+
+
+def test_a_submission_cannot_outspend_its_budget(tmp_path):
+    folder = tmp_path / "slow"
+    folder.mkdir()
+    (folder / "scores.py").write_text("import time\ndef attention_scores(x):\n    time.sleep(1.5)\n    return x\n")
+    student = Student(folder, timeout=3.0, slot=SLOT, budget=2.0)
+    try:
+        student.scores.attention_scores(torch.ones(1))
+        expect_failure(lambda: student.scores.attention_scores(torch.ones(1)), "timeout")
+        expect_failure(lambda: student.scores.attention_scores(torch.ones(1)), "timeout", "budget")
+    finally:
+        student.close()
+
+
+@pytest.mark.parametrize("body, kind", [
+    ("import os\ndef attention_scores(x):\n    os._exit(3)\n", "crashed"),
+    ("import ctypes\ndef attention_scores(x):\n    ctypes.string_at(0)\n", "crashed"),
+    ("import os, signal\ndef attention_scores(x):\n    os.kill(os.getpid(), signal.SIGKILL)\n", "crashed"),
+    ("import sys\ndef attention_scores(x):\n    sys.exit(0)\n", "exception"),
+    ("def attention_scores(x):\n    raise KeyboardInterrupt\n", "exception"),
+])
+def test_a_dying_worker_fails_only_its_call(student_factory, body, kind):
+    student = student_factory(body + "def attention_scores_loop(x):\n    return x + 1\n")
+    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), kind)
+    assert torch.equal(student.scores.attention_scores_loop(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_memory_is_capped(student_factory):
+    student = student_factory("""
+        def attention_scores(x):
+            hog = bytearray(16 * 1024**3)
+            return len(hog)
+    """)
+    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "MemoryError")
+
+
+def test_processes_are_capped_and_killed_with_the_worker(student_factory):
+    student = student_factory("""
+        import os, time
+        def attention_scores(x):
+            children = 0
+            try:
+                for _ in range(10_000):
+                    if os.fork() == 0:
+                        time.sleep(300)
+                        os._exit(0)
+                    children += 1
+            except OSError as exc:
+                return children
+            return children
+    """)
+    children = student.scores.attention_scores(torch.ones(2))
+    assert children < 100
+    student.close()
+
+
+def test_disk_and_output_are_capped(student_factory):
+    student = student_factory("""
+        import os, sys
+        def attention_scores(x):
+            with open("big.bin", "wb") as handle:
+                handle.write(b"0" * (64 * 1024**2))
+        def attention_scores_loop(x):
+            sys.stdout.write("y" * (64 * 1024**2))
+            sys.stdout.flush()
+            return os.fstat(1).st_size
+    """)
+    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "File too large")
+    assert student.scores.attention_scores_loop(torch.ones(2)) <= 16 * 1024**2
