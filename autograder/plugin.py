@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, Phase, settings
 
 from autograder import PARTS
@@ -64,6 +65,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    torch.set_num_threads(1)  # the judge's tensors are tiny; parallel lanes already fill the cores
     for part in PARTS:
         config.addinivalue_line("markers", f"{part}: checks of the {part} part")
     config.addinivalue_line("markers", "hidden: a check students do not see (inside a HIDDEN TESTS fence)")

@@ -1,0 +1,71 @@
+"""``make bench``: how fast the grader is, measured against importing torch once.
+
+Grades ``--copies`` copies of the reference solution (and, to separate the fixed start-up
+cost, one copy per lane), then prints the wall time, the marginal time per submission and
+its ratio to one ``python -c "import torch"`` measured in the same run. The goal is a ratio
+of at most 0.25; nbgrader's autograde takes about 2.2 s a submission here, serially.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from autograder.grade import REFERENCE, grade
+
+
+def cohort(folder: Path, copies: int) -> Path:
+    for i in range(copies):
+        target = folder / f"student{i:04d}" / "attention"
+        target.mkdir(parents=True)
+        for module in REFERENCE.glob("*.py"):
+            shutil.copy(module, target / module.name)
+    return folder
+
+
+def timed_grade(copies: int, jobs: int, work: Path) -> float:
+    submissions = cohort(work / f"cohort{copies}", copies)
+    started = time.perf_counter()
+    run = grade(submissions, work / f"grades{copies}", jobs=jobs, force=True, stream=open(os.devnull, "w"))
+    elapsed = time.perf_counter() - started
+    assert run["mean"] == 100, f"the reference solution scored {run['mean']} on average"
+    return elapsed
+
+
+def torch_import_seconds(repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.bench", description=__doc__)
+    parser.add_argument("--copies", type=int, default=100)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    options = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="attention-bench-") as tmp:
+        work = Path(tmp)
+        import_torch = torch_import_seconds()
+        baseline = timed_grade(options.jobs, options.jobs, work)
+        total = timed_grade(options.copies, options.jobs, work)
+    marginal = (total - baseline) / max(options.copies - options.jobs, 1)
+    print(f"submissions graded:          {options.copies} (reference solution, {options.jobs} jobs)")
+    print(f"total wall time:             {total:.1f} s")
+    print(f"fixed start-up (1 per lane): {baseline:.1f} s")
+    print(f"marginal time / submission:  {marginal:.3f} s")
+    print(f"python -c 'import torch':    {import_torch:.3f} s")
+    print(f"ratio marginal / import:     {marginal / import_torch:.2f} (goal: <= 0.25)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""`make grade`: reports, resumption, determinism, bad input; on the demo cohort and on broken uploads."""
+
+import csv
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autograder import PARTS
+from autograder.grade import grade
+from conftest import KIT, SOLUTIONS
+
+DEMO = KIT / "examples" / "submitted"
+FULL_MARKS = {"ada", "ben", "chen"}
+
+
+def rows(out):
+    return {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("grades")
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(DEMO), "--out", str(out),
+                          "--jobs", "2"], cwd=KIT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out, run
+
+
+def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(demo):
+    out, run = demo
+    assert f"reports in {out}" in run.stdout
+    table = rows(out)
+    assert sorted(table) == sorted(p.name for p in DEMO.iterdir())
+    assert list(csv.reader(io.StringIO((out / "grades.csv").read_text())))[0] == \
+        ["student", *PARTS, "total", "max_total", "status"]
+    for student, row in table.items():
+        assert (float(row["total"]) == 100) == (student in FULL_MARKS), row
+        assert sum(float(row[p]) for p in PARTS) == pytest.approx(float(row["total"]))
+
+
+def test_each_mistake_costs_points_in_its_own_part(demo):
+    table = rows(demo[0])
+    for student, part in (("eli", "softmax"), ("fay", "masking"), ("gus", "dropout"), ("hana", "heads"),
+                          ("ivan", "softmax"), ("lea", "heads")):
+        assert float(table[student][part]) < {"softmax": 15, "masking": 20, "dropout": 10, "heads": 25}[part], student
+    assert float(table["june"]["total"]) == 0
+
+
+def test_bad_uploads_are_graded_on_what_they_have_and_reported_in_status(demo):
+    table = rows(demo[0])
+    assert table["ada"]["status"] == "graded"
+    status = table["kai"]["status"]
+    for fragment in ("masking.py", "not UTF-8", "outside the submission", "conftest.py", "not a valid notebook"):
+        assert fragment in status, status
+    assert float(table["kai"]["scores"]) == 10
+    assert "softmax.py could not be imported" in table["ivan"]["status"]
+
+
+def test_results_json_is_gradescope_and_hides_hidden_checks(demo):
+    for folder in (demo[0] / "eli", demo[0] / "ada"):
+        results = json.loads((folder / "results.json").read_text())
+        assert set(results) >= {"score", "execution_time", "output", "tests"}
+        assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
+        for test in results["tests"]:
+            assert set(test) >= {"name", "score", "max_score", "status", "visibility"}
+            if test["visibility"] == "after_published":
+                assert "output" not in test
+        assert any(t["visibility"] == "after_published" for t in results["tests"])
+
+
+def test_feedback_names_failed_public_checks_and_hidden_ones_by_name_only(demo):
+    feedback = (demo[0] / "eli" / "feedback.md").read_text()
+    assert "## softmax:" in feedback and "test_softmax_is_numerically_stable" in feedback
+    assert "hidden checks:" in feedback
+    source = (KIT / "source" / "attention" / "tests" / "test_softmax.py").read_text()
+    hidden_code = source[source.index("### BEGIN HIDDEN TESTS"):]
+    assert "random_tensor(" in hidden_code and "random_tensor(" not in feedback
+    assert (demo[0] / "eli" / "feedback.html").read_text().startswith("<!doctype html>")
+
+
+def test_class_report_opens_without_a_server(demo):
+    report = (demo[0] / "report.html").read_text()
+    assert "<svg" in report and "Most failed checks" in report and "http" not in report.split("<svg")[0].lower()
+
+
+def test_a_second_run_grades_nothing_and_a_changed_file_is_graded_again(tmp_path):
+    cohort = tmp_path / "cohort"
+    for student in ("amy", "bo"):
+        shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    out = tmp_path / "out"
+    first = grade(cohort, out, jobs=2, stream=io.StringIO())
+    assert first["graded"] == 2
+    again = grade(cohort, out, jobs=2, stream=io.StringIO())
+    assert (again["graded"], again["skipped"]) == (0, 2)
+    softmax = cohort / "bo" / "attention" / "softmax.py"
+    softmax.write_text(softmax.read_text() + "# one more line\n")
+    changed = grade(cohort, out, jobs=2, stream=io.StringIO())
+    assert (changed["graded"], changed["skipped"]) == (1, 1)
+    forced = grade(cohort, out, jobs=2, force=True, stream=io.StringIO())
+    assert forced["graded"] == 2
+
+
+def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):
+    subset = tmp_path / "subset"
+    for student in ("lea", "eli", "dara"):
+        shutil.copytree(DEMO / student, subset / student, symlinks=True)
+    grade(subset, tmp_path / "serial", jobs=1, stream=io.StringIO())
+    for student in ("lea", "eli", "dara"):
+        mine = json.loads((tmp_path / "serial" / student / "results.json").read_text())
+        theirs = json.loads((demo[0] / student / "results.json").read_text())
+        assert [(t["name"], t["score"]) for t in mine["tests"]] == [(t["name"], t["score"]) for t in theirs["tests"]]
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
+    cohort = tmp_path / "cohort"
+    for i in range(6):
+        shutil.copytree(SOLUTIONS, cohort / f"s{i}" / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    out = tmp_path / "out"
+    run = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
+                            "--jobs", "1"], cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list(out.glob("*/results.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    finished = {p.parent.name for p in out.glob("*/.fingerprint")}
+    assert 1 <= len(finished) < 6
+    resumed = grade(cohort, out, jobs=2, stream=io.StringIO())
+    assert resumed["skipped"] == len(finished) and resumed["graded"] == 6 - len(finished)
+    assert all(row["total"] == "100" for row in rows(out).values())
+
+
+def test_broken_inputs_never_stop_the_batch(tmp_path):
+    cohort = tmp_path / "cohort"
+    (cohort / "empty").mkdir(parents=True)
+    (cohort / "no_attention_folder" / "other").mkdir(parents=True)
+    huge = cohort / "huge" / "attention"
+    shutil.copytree(SOLUTIONS, huge, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    with open(huge / "scores.py", "ab") as handle:
+        handle.truncate(50 * 1024 * 1024)
+    helper = cohort / "helper" / "attention"
+    shutil.copytree(SOLUTIONS, helper, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    (helper / "conftest.py").write_text("import pytest\n")
+    (helper / "document_tensors.py").write_text("raise SystemExit\n")
+    run = grade(cohort, tmp_path / "out", jobs=2, stream=io.StringIO())
+    assert run["students"] == 4
+    table = rows(tmp_path / "out")
+    assert table["empty"]["total"] == "0" and "no attention/ folder" in table["empty"]["status"]
+    assert "scores.py: larger than" in table["huge"]["status"] and table["huge"]["scores"] == "0"
+    assert float(table["huge"]["total"]) == 90
+    assert "conftest.py: not part of the assignment" in table["helper"]["status"]
+    assert table["helper"]["total"] == "100"
