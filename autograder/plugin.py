@@ -137,7 +137,7 @@ def reference(request):
     if not (root / "scores.py").is_file():
         pytest.fail(f"no reference solution in {root}: run `make solutions` or pass --reference")
     if root not in _references:
-        _references[root] = Student(root, timeout=60.0)
+        _references[root] = Student(root, timeout=60.0, memoize=True)
         atexit.register(_references[root].close)
     return _references[root]
 

@@ -29,7 +29,7 @@ def status_of(raw: dict | None, notes: list[str], error: str | None) -> str:
 
 def student_record(student: str, raw: dict | None, notes: list[str], error: str | None, seconds: float) -> dict:
     """Everything the reports need about one student, from the lane's raw results."""
-    checks = raw["checks"] if raw else []
+    checks = sorted(raw["checks"] if raw else [], key=lambda c: PARTS.index(c["part"]))  # the documents' order
     parts = {part: {"points": 0.0, "max_points": 0.0} for part in PARTS}
     for part, row in (raw or {}).get("parts", {}).items():
         parts[part] = {"points": row["points"], "max_points": row["max_points"]}
