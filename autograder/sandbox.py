@@ -11,7 +11,7 @@ returned so the grader can warn about it instead of refusing to grade.
   worker's scratch folder. The kit's ``source/``, ``solutions/``, checks and other students'
   folders are out of reach;
 - resources: rlimits on address space, CPU time, file size (output included), open files
-  and, under a user id of its own, processes;
+  and, under a user id of its own (root only), processes;
 - identity: when the grader runs as root, the worker drops to an unprivileged user id of
   its own (one per lane), so the process limit applies and counts its processes only; it keeps
   only the capability to read files regardless of their mode (Landlock decides what it reads).
@@ -103,7 +103,7 @@ def limit_resources(limits: Limits, drop_to_uid: int | None) -> None:
     settings = [(resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
                 (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
                 (resource.RLIMIT_CORE, 0)]
-    if drop_to_uid is not None or os.getuid() != 0:
+    if drop_to_uid is not None:  # the count is per user id: meaningful only for a user id of its own
         settings.append((resource.RLIMIT_NPROC, limits.processes))
     for which, value in settings:
         resource.setrlimit(which, (value, value))
@@ -149,5 +149,8 @@ def confine(submission: str, scratch: str, log: str, slot: int, limits: Limits =
     report.attempt("landlock file access", lambda: restrict_files([*read_roots(), submission], [scratch, log]))
     report.attempt("resource limits", lambda: limit_resources(limits, uid))
     if uid is not None:
-        report.attempt("separate user id", lambda: drop_privileges(uid))
+        report.attempt("separate user id and process limit", lambda: drop_privileges(uid))
+    else:
+        report.missing.append("separate user id and process limit (the grader must run as root to give workers "
+                              "a user id of their own)")
     return report
