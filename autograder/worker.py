@@ -76,7 +76,7 @@ class Worker:
         try:
             return self.handles[int(handle_id)]
         except (KeyError, TypeError, ValueError):
-            raise RequestError("bad_request", f"no object with handle {handle_id!r} (was the worker restarted?)")
+            raise RequestError("bad_request", f"no object with handle {handle_id!r} (was the worker restarted?)") from None
 
     # -- values ---------------------------------------------------------------------------
     def materialise(self, value):

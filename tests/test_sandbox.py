@@ -224,3 +224,16 @@ def test_disk_and_output_are_capped(student_factory):
     """)
     expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "File too large")
     assert student.scores.attention_scores_loop(torch.ones(2)) <= 16 * 1024**2
+
+
+def test_a_mechanism_this_machine_lacks_is_reported_not_fatal():
+    from autograder.sandbox import Report
+
+    def no_landlock():
+        raise OSError(38, "Function not implemented")
+
+    report = Report()
+    report.attempt("landlock file access", no_landlock)
+    report.attempt("resource limits", lambda: None)
+    assert report.enforced == ["resource limits"]
+    assert report.missing == ["landlock file access (OSError: [Errno 38] Function not implemented)"]
