@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import time
 
 import torch
 
@@ -128,6 +129,23 @@ def decode(header: bytes, blobs: list[bytes]):
         return _decode(tree, blobs)
     except (IndexError, KeyError, TypeError) as exc:
         raise CodecError(f"malformed message: {exc!r}") from None
+
+
+def recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes from a socket; EOFError when the peer is gone, TimeoutError past ``deadline``."""
+    chunks, remaining = [], n
+    while remaining:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
+        chunk = sock.recv(min(remaining, 1 << 20))  # a socket time-out is a TimeoutError
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 def read_frame(read_exact, limit: int = MAX_FRAME_BYTES):

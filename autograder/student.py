@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder.codec import CodecError, HandleRef, encode, read_frame
+from autograder.codec import CodecError, HandleRef, encode, read_frame, recv_exact
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,25 +105,7 @@ class WorkerProcess:
 
     def receive(self, timeout: float):
         deadline = time.monotonic() + timeout
-
-        def read_exact(n: int) -> bytes:
-            chunks, remaining = [], n
-            while remaining:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError
-                self.sock.settimeout(left)
-                chunk = self.sock.recv(min(remaining, 1 << 20))
-                if not chunk:
-                    raise EOFError
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            return b"".join(chunks)
-
-        try:
-            return read_frame(read_exact)
-        except socket.timeout:
-            raise TimeoutError from None
+        return read_frame(lambda n: recv_exact(self.sock, n, deadline))
 
     def exit_status(self) -> str:
         if self.proc is not None:

@@ -31,7 +31,7 @@ import traceback
 
 import torch
 
-from autograder.codec import CodecError, GeneratorSpec, HandleRef, encode, read_frame
+from autograder.codec import CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
 from autograder.sandbox import confine
 
 DEFAULT_SEED = 0
@@ -221,26 +221,6 @@ def error_answer(exc: BaseException, request: dict, root: str) -> dict:
     return {"kind": "exception", "type": type(exc).__name__, "message": describe_exception(exc), "where": where, "trace": trace}
 
 
-class Connection:
-    """Frames over one socket: requests in, answers out."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-
-    def read_exact(self, n: int) -> bytes:
-        chunks, remaining = [], n
-        while remaining:
-            chunk = self.sock.recv(min(remaining, 1 << 20))
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-
-    def send(self, message) -> None:
-        self.sock.sendall(encode(message))
-
-
 def run(root: str, sock: socket.socket, confinement: dict | None = None) -> None:
     """Serve requests for the submission in ``root`` until the judge hangs up.
 
@@ -248,7 +228,6 @@ def run(root: str, sock: socket.socket, confinement: dict | None = None) -> None
     to the log and confines itself (:mod:`autograder.sandbox`); its first message says what
     was enforced.
     """
-    connection = Connection(sock)
     torch.set_num_threads(1)  # tiny tensors: a thread pool costs more than it saves, and lanes fill the cores
     report = None
     if confinement is not None:
@@ -262,11 +241,11 @@ def run(root: str, sock: socket.socket, confinement: dict | None = None) -> None
     else:
         os.dup2(2, 1)  # a student's print goes to stderr, never into the answer channel
     sys.path.append(os.path.realpath(root))  # last: a submission cannot shadow torch or the stdlib
-    connection.send({"hello": None if report is None else {"enforced": report.enforced, "missing": report.missing}})
+    sock.sendall(encode({"hello": None if report is None else {"enforced": report.enforced, "missing": report.missing}}))
     worker = Worker(root)
     while True:
         try:
-            request = read_frame(connection.read_exact)
+            request = read_frame(lambda n: recv_exact(sock, n))
         except (EOFError, OSError):
             return
         try:
