@@ -43,10 +43,6 @@ class StudentError(Exception):
         super().__init__(message)
         self.kind, self.type_name, self.where, self.trace = kind, type_name, where, trace
 
-    @property
-    def message(self) -> str:
-        return str(self)
-
 
 class Zygote:
     """The judge's handle on :mod:`autograder.zygote`: confined workers, forked in milliseconds."""
