@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import queue
 import shutil
 import subprocess
@@ -118,12 +117,6 @@ def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
     return digest.hexdigest()
 
 
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 class Lane:
     """One judge process (:mod:`autograder.lane`), restarted if it ever stops."""
 
@@ -196,13 +189,13 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     todo, skipped = [], 0
     for submission in cohort:
         staged = stage(submission, staging)
-        print_ = fingerprint(staged, submission.notes, kit)
+        stamp = fingerprint(staged, submission.notes, kit)
         folder = out / submission.student
         done = folder / FINGERPRINT
-        if not force and done.is_file() and done.read_text() == print_ and (folder / "results.json").is_file():
+        if not force and done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file():
             skipped += 1
             continue
-        todo.append((submission, staged, print_))
+        todo.append((submission, staged, stamp))
 
     progress = Progress(len(todo), stream)
     work: queue.Queue = queue.Queue()
@@ -215,7 +208,7 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
         try:
             while True:
                 try:
-                    submission, staged, print_ = work.get_nowait()
+                    submission, staged, stamp = work.get_nowait()
                 except queue.Empty:
                     return
                 clock = time.monotonic()
@@ -228,8 +221,8 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
                                                 answer.get("error"), time.monotonic() - clock)
                 folder = out / submission.student
                 folder.mkdir(exist_ok=True)
-                reports.write_student(folder, record, write_atomically)
-                write_atomically(folder / FINGERPRINT, print_)
+                reports.write_student(folder, record)
+                reports.write_atomically(folder / FINGERPRINT, stamp)
                 progress.step(submission.student, record["status"])
         finally:
             lane.close()
@@ -243,8 +236,8 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
 
     records = [reports.load_record(out / s.student) for s in cohort]
     records = [r for r in records if r is not None]
-    write_atomically(out / "grades.csv", reports.grades_csv(records))
-    write_atomically(out / "report.html", reports.class_report(records))
+    reports.write_atomically(out / "grades.csv", reports.grades_csv(records))
+    reports.write_atomically(out / "report.html", reports.class_report(records))
     return {"graded": len(todo), "skipped": skipped, "students": len(records),
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
             "mean": sum(r["total"] for r in records) / len(records) if records else 0.0}

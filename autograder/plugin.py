@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, Phase, settings
 from autograder import PARTS
 from autograder.checks import CheckFailure
 from autograder.release import hidden_line_ranges
+from autograder.reports import write_atomically
 from autograder.student import KIT_ROOT, Student, StudentError
 
 POINTS_FILE = "points.toml"
@@ -207,7 +208,4 @@ class Scoreboard:
         if out:
             payload = {**summarise(self.results), "sandbox": self.config.stash.get(SANDBOX, None),
                        "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}
-            tmp = f"{out}.tmp"
-            with open(tmp, "w", encoding="utf-8") as handle:
-                json.dump(payload, handle, indent=1)
-            os.replace(tmp, out)
+            write_atomically(Path(out), json.dumps(payload, indent=1))

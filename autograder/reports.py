@@ -11,6 +11,7 @@ import csv
 import html
 import io
 import json
+import os
 from pathlib import Path
 
 from autograder import PARTS
@@ -104,12 +105,19 @@ def markdown_to_html(title: str, markdown: str) -> str:
             f"</head><body>{''.join(body)}</body></html>")
 
 
-def write_student(folder: Path, record: dict, write) -> None:
-    write(folder / "summary.json", json.dumps(record, indent=1))
-    write(folder / "results.json", json.dumps(gradescope(record), indent=1))
+def write_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one (an interrupted run loses nothing)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_student(folder: Path, record: dict) -> None:
+    write_atomically(folder / "summary.json", json.dumps(record, indent=1))
+    write_atomically(folder / "results.json", json.dumps(gradescope(record), indent=1))
     markdown = feedback_markdown(record)
-    write(folder / "feedback.md", markdown)
-    write(folder / "feedback.html", markdown_to_html(f"Feedback for {record['student']}", markdown))
+    write_atomically(folder / "feedback.md", markdown)
+    write_atomically(folder / "feedback.html", markdown_to_html(f"Feedback for {record['student']}", markdown))
 
 
 def load_record(folder: Path) -> dict | None:
