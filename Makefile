@@ -25,9 +25,10 @@ bench: $(READY)
 test: $(READY)
 	$(PY) -m pytest tests -n auto --maxprocesses=4
 
-## make check [PART=softmax] [SUBMISSION=dir]: run the public checks on a student's modules
+## make check [PART=softmax] [SUBMISSION=dir] [VERBOSE=1]: run the checks on a student's modules
 check: $(READY)
-	$(PY) -m autograder check $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION))
+	$(PY) -m autograder check $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION)) \
+		$(if $(VERBOSE),--verbose)
 
 ## make release: write assignments/ (the student version) from source/
 release: $(READY)

@@ -19,3 +19,9 @@ c.CourseDirectory.ignore = [
 
 # The stub that replaces each solution region is nbgrader's ClearSolutions.code_stub; set it
 # here to change it, and autograder/release.py uses the same text for the modules.
+
+# The fences, spelled out (nbgrader's defaults) so the grader reads them without importing nbgrader.
+c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
+c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
+c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
+c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"

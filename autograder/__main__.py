@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--reference", help="reference solution for hidden checks (default: solutions/attention)")
     check.add_argument("--results-json", help="also write the results to this JSON file")
     check.add_argument("--no-sandbox", action="store_true", help="run student code unconfined")
+    check.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
+    check.add_argument("-v", "--verbose", action="store_true", help="print every failing check's message")
     grade = commands.add_parser("grade", help="grade every submission of a cohort and write the reports")
     grade.add_argument("--submissions", type=Path, default=default_submissions(),
                        help="folder of <student>/attention/ (default: submitted/ if it exists, else examples/submitted/)")
@@ -67,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")
     args = checks_command_line(checks, options.submission.resolve(), options.part, options.results_json,
                                options.reference)
-    return int(pytest.main(args + (["--no-sandbox"] if options.no_sandbox else [])))
+    # The points table and each unfinished part's first failure (the plugin prints them) are
+    # what a student needs; --verbose adds every failing check's message.
+    args += ["--call-timeout", str(options.call_timeout), "--tb=short" if options.verbose else "--tb=no"] + (["--no-sandbox"] if options.no_sandbox else [])
+    return int(pytest.main(args))
 
 
 if __name__ == "__main__":

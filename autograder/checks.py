@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass
 
 import torch
 
@@ -18,27 +17,6 @@ from autograder.student import StudentError
 
 class CheckFailure(AssertionError):
     """A check's verdict, worded for the student."""
-
-
-@dataclass(frozen=True)
-class Printed:
-    """A tensor printed in one of the documents, with where it was printed."""
-
-    document: str
-    cell: str
-    values: object
-    atol: float = 1e-4
-    note: str = ""
-
-    @property
-    def tensor(self) -> torch.Tensor:
-        """The printed values; floats as float32 (what the documents computed in)."""
-        values = torch.tensor(self.values)
-        return values.float() if values.is_floating_point() else values
-
-    @property
-    def provenance(self) -> str:
-        return f"{self.document} {self.cell}"
 
 
 def random_tensor(seed: int, *shape: int, dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
@@ -101,8 +79,8 @@ def expect_close(actual, expected, what: str, *, atol: float = 1e-4, rtol: float
          f"expected {_fmt(want)}, got {_fmt(got)} ({tolerance}){where}")
 
 
-def expect_document(actual, printed: Printed, what: str) -> None:
-    """``actual`` reproduces a tensor printed in a document."""
+def expect_document(actual, printed, what: str) -> None:
+    """``actual`` reproduces a tensor printed in a document (a ``Printed`` of the checks' catalog)."""
     expect_close(actual, printed.tensor, what, atol=printed.atol, source=printed.provenance)
 
 

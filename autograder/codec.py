@@ -163,3 +163,18 @@ def read_frame(read_exact, limit: int = MAX_FRAME_BYTES):
             raise CodecError(f"message larger than {limit} bytes")
         blobs.append(read_exact(n))
     return decode(header, blobs)
+
+
+def decode_frame(frame: bytes):
+    """The message back from the bytes :func:`encode` made of it."""
+    position = 0
+
+    def take(n: int) -> bytes:
+        nonlocal position
+        chunk = frame[position:position + n]
+        if len(chunk) != n:
+            raise CodecError("truncated frame")
+        position += n
+        return chunk
+
+    return read_frame(take)

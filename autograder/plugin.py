@@ -24,18 +24,20 @@ from hypothesis import HealthCheck, Phase, settings
 
 from autograder import PARTS
 from autograder.checks import CheckFailure
+from autograder.misconceptions import shared_diagnoser
 from autograder.release import hidden_line_ranges
 from autograder.reports import write_atomically
 from autograder.student import KIT_ROOT, Student, StudentError
 
 POINTS_FILE = "points.toml"
 
-# Same examples every run: a submission gets the same score every time it is graded. No
-# shrinking: a verdict is all a check needs, and shrinking costs minutes on wrong code.
+# Same examples every run (a fixed seed: see pytest_configure): a submission gets the same
+# score every time it is graded. No shrinking: a verdict is all a check needs, and shrinking
+# costs minutes on wrong code.
 # Six generated examples on top of each check's explicit ones (the documents' shapes): every
 # wrong module in tests/wrong_modules is caught with six, and each example costs every
 # submission a few worker round trips (25 examples made grading 2.5x slower; see `make bench`).
-settings.register_profile("grading", derandomize=True, deadline=None, max_examples=6, database=None,
+settings.register_profile("grading", deadline=None, max_examples=6, database=None,
                           print_blob=False, suppress_health_check=list(HealthCheck),
                           phases=(Phase.explicit, Phase.generate))
 settings.load_profile("grading")
@@ -46,7 +48,7 @@ def checks_command_line(checks, submission, part: str | None, results_json: str 
     """The pytest command line that runs ``checks`` against ``submission``."""
     args = [str(checks), "-p", "autograder.plugin", "-p", "no:cacheprovider", "--rootdir", str(checks),
             "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
-            "--tb=short"]
+            "--tb=short", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if part:
         args += ["-m", part]
     if results_json:
@@ -68,7 +70,12 @@ def pytest_addoption(parser):
     group.addoption("--no-sandbox", action="store_true", help="run student code in an unconfined worker")
 
 
+@pytest.hookimpl(tryfirst=True)  # before hypothesis's own plugin reads the option
 def pytest_configure(config):
+    # One seed for every property check. Hypothesis's `derandomize` would do the same by hashing
+    # each check's source, every session: 90 ms per submission in a grading lane.
+    if config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = "0"
     torch.set_num_threads(1)  # the judge's tensors are tiny; parallel lanes already fill the cores
     for part in PARTS:
         config.addinivalue_line("markers", f"{part}: checks of the {part} part")
@@ -77,6 +84,7 @@ def pytest_configure(config):
 
 
 CHECKS_DIR = pytest.StashKey[Path]()
+CALLS = pytest.StashKey[list]()
 SANDBOX = pytest.StashKey[dict]()
 
 
@@ -112,7 +120,8 @@ def pytest_collection_modifyitems(session, config, items):
         name = item.originalname
         siblings = sum(1 for other in items if other.originalname == name and other.path == item.path)
         item.user_properties += [("part", part), ("check", name), ("hidden", hidden),
-                                 ("points", float(points.get(part, {}).get(name, 0)) / siblings)]
+                                 ("points", float(points.get(part, {}).get(name, 0)) / siblings),
+                                 ("about", " ".join((item.function.__doc__ or "").split()))]
 
 
 @pytest.fixture(scope="session")
@@ -120,11 +129,20 @@ def student(request):
     """The submission under test, reached only through a worker process."""
     config = request.config
     root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
-    slot = None if config.getoption("no_sandbox") else config.getoption("slot")
-    proxy = Student(root, timeout=config.getoption("call_timeout"), slot=slot, budget=config.getoption("budget"))
+    proxy = Student(root, timeout=config.getoption("call_timeout"), slot=sandbox_slot(config),
+                    budget=config.getoption("budget"))
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
+
+
+def sandbox_slot(config) -> int | None:
+    """The sandbox slot student code runs under; None runs it unconfined (``--no-sandbox``)."""
+    return None if config.getoption("no_sandbox") else config.getoption("slot")
+
+
+def reference_root(config) -> Path:
+    return Path(config.getoption("reference") or KIT_ROOT / "solutions" / "attention").resolve()
 
 
 _references: dict[Path, Student] = {}
@@ -137,13 +155,26 @@ def reference(request):
     Trusted and deterministic, so one worker serves every session of this process: a grading
     lane pays its start-up once, not once per submission.
     """
-    root = Path(request.config.getoption("reference") or KIT_ROOT / "solutions" / "attention").resolve()
+    root = reference_root(request.config)
     if not (root / "scores.py").is_file():
         pytest.fail(f"no reference solution in {root}: run `make solutions` or pass --reference")
     if root not in _references:
         _references[root] = Student(root, timeout=60.0, memoize=True)
         atexit.register(_references[root].close)
     return _references[root]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Record the requests a check sends to the student, for the diagnosis of a failure."""
+    student = item.funcargs.get("student")
+    if not isinstance(student, Student) or diagnoser(item.config) is None:
+        return (yield)
+    student.start_recording()
+    try:
+        return (yield)
+    finally:
+        item.stash[CALLS] = student.stop_recording()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -155,7 +186,28 @@ def pytest_runtest_makereport(item, call):
         if isinstance(error, StudentError) and error.trace:
             message += "\n" + error.trace.rstrip()
         report.longrepr = message
+    if call.when == "call" and report.failed:
+        mistakes = diagnose(item)
+        if mistakes:
+            report.longrepr = "\n".join([str(report.longrepr), *(
+                f"This matches a known mistake: {m.title}." for m in mistakes)])
+        report.user_properties = [*report.user_properties, ("diagnoses", [
+            {"id": m.id, "title": m.title, "hint": m.hint} for m in mistakes])]
     return report
+
+
+def diagnose(item) -> list:
+    """The known mistakes whose mutants answer the failed check's requests as the student did."""
+    calls, part = item.stash.get(CALLS, None), part_of(item)
+    if not calls or part is None:
+        return []
+    return diagnoser(item.config).diagnose(part, calls)
+
+
+def diagnoser(config):
+    """The judge of known mistakes; None when the checks come without a catalogue (a student's copy)."""
+    return shared_diagnoser(config.stash[CHECKS_DIR], reference_root(config), sandbox_slot(config),
+                            config.getoption("call_timeout"))
 
 
 def summarise(results: dict) -> dict:
@@ -176,6 +228,23 @@ def summarise(results: dict) -> dict:
     }
 
 
+def hint(entry: dict) -> str:
+    """What to look at next for a failed check: the concept behind the known mistake it matches,
+    what to do about a stub, an import error or a time-out, else what the check verifies."""
+    if entry["diagnoses"]:
+        return entry["diagnoses"][0]["hint"]
+    message = entry["message"]
+    if message.startswith("not implemented yet: "):
+        stub = message.split("\n")[0].removeprefix("not implemented yet: ")
+        return (f"{stub} still raises NotImplementedError; its docstring states the contract "
+                "(shapes, dtype, what to return).")
+    if "could not be imported" in message:
+        return "the module does not import: the error above names the line; `python <module>.py` shows it too."
+    if "timed out" in message or "budget" in message:
+        return "look for a loop that never ends (or work that grows much faster than the input)."
+    return f"this check verifies: {entry['about']}" if entry["about"] else "compare your result with the docstring."
+
+
 class Scoreboard:
     """Collects each check's verdict, prints the points table and writes the JSON results."""
 
@@ -187,10 +256,13 @@ class Scoreboard:
         props = dict(report.user_properties)
         if "part" not in props:
             return
-        entry = self.results.setdefault(report.nodeid, {"passed": True, "message": "", **props})
+        props.pop("diagnoses", None)
+        entry = self.results.setdefault(report.nodeid, {"passed": True, "message": "", "diagnoses": [], **props})
         if report.failed or (report.skipped and report.when == "call"):
             entry["passed"] = False
             entry["message"] = entry["message"] or (str(report.longrepr) if report.longrepr else "skipped")[:4000]
+        if report.when == "call":
+            entry["diagnoses"] = dict(report.user_properties).get("diagnoses", [])
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.results:
@@ -202,6 +274,15 @@ class Scoreboard:
         for part, row in summary["parts"].items():
             write(f"{part:<12} {row['points']:>6g} / {row['max_points']:<4g}   {row['passed']} / {row['checks']}")
         write(f"{'total':<12} {summary['total']:>6g} / {summary['max_total']:<4g}")
+        for part, row in summary["parts"].items():
+            if row["passed"] < row["checks"]:
+                failed = [e for e in self.results.values() if e["part"] == part and not e["passed"]]
+                first = min(failed, key=lambda e: e["hidden"])  # a public one when there is one
+                write("")
+                write(f"{part}: first failing check: {first['check']}", bold=True)
+                for line in first["message"].strip().split("\n")[:8]:
+                    write(f"  {line}")
+                write(f"  hint: {hint(first)}")
         sandbox = self.config.stash.get(SANDBOX, None)
         if sandbox and sandbox["missing"]:
             write("warning: student code ran without " + "; ".join(sandbox["missing"]), yellow=True)

@@ -17,12 +17,12 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from nbformat.v4 import new_code_cell
-from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
 from traitlets.config.loader import PyFileConfigLoader
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "attention"
+# Whole files students never get: the known mistakes are edits of the reference solution.
+INSTRUCTOR_ONLY = {Path("tests/misconceptions.toml")}
 
 
 @cache
@@ -36,32 +36,37 @@ def directory(kind: str) -> Path:
     return KIT_ROOT / configured
 
 
-def _solutions() -> ClearSolutions:
-    return ClearSolutions(config=course_config())
-
-
-def _hidden() -> ClearHiddenTests:
-    return ClearHiddenTests(config=course_config())
+# nbgrader (and nbformat's JSON-schema stack) take 3 s to import; the checks only need the
+# fence strings, which nbgrader_config.py sets, so nbgrader is imported only to build.
+def fences(preprocessor: str, begin: str, end: str) -> tuple[str, str]:
+    """The course's fence strings for ``preprocessor`` (``ClearSolutions``, ``ClearHiddenTests``)."""
+    section = course_config()[preprocessor]
+    return section[begin], section[end]
 
 
 def stub_solutions(text: str) -> str:
     """Replace each solution region with the course's code stub (nbgrader's own logic)."""
+    from nbformat.v4 import new_code_cell
+    from nbgrader.preprocessors import ClearSolutions
+
     cell = new_code_cell(text)
-    _solutions()._replace_solution_region(cell, "python")
+    ClearSolutions(config=course_config())._replace_solution_region(cell, "python")
     return cell.source
 
 
 def keep_solutions(text: str) -> str:
     """Keep the solution code and drop the fence lines around it."""
-    clear = _solutions()
-    fences = (clear.begin_solution_delimeter, clear.end_solution_delimeter)
-    return "\n".join(line for line in text.split("\n") if not any(f in line for f in fences))
+    begin_end = fences("ClearSolutions", "begin_solution_delimeter", "end_solution_delimeter")
+    return "\n".join(line for line in text.split("\n") if not any(f in line for f in begin_end))
 
 
 def strip_hidden_tests(text: str) -> str:
     """Remove each hidden-tests region (nbgrader's own logic)."""
+    from nbformat.v4 import new_code_cell
+    from nbgrader.preprocessors import ClearHiddenTests
+
     cell = new_code_cell(text)
-    _hidden()._remove_hidden_test_region(cell)
+    ClearHiddenTests(config=course_config())._remove_hidden_test_region(cell)
     return cell.source
 
 
@@ -78,13 +83,11 @@ def fenced_lines(text: str, begin: str, end: str) -> list[range]:
 
 
 def hidden_line_ranges(text: str) -> list[range]:
-    hidden = _hidden()
-    return fenced_lines(text, hidden.begin_test_delimeter, hidden.end_test_delimeter)
+    return fenced_lines(text, *fences("ClearHiddenTests", "begin_test_delimeter", "end_test_delimeter"))
 
 
 def solution_line_ranges(text: str) -> list[range]:
-    clear = _solutions()
-    return fenced_lines(text, clear.begin_solution_delimeter, clear.end_solution_delimeter)
+    return fenced_lines(text, *fences("ClearSolutions", "begin_solution_delimeter", "end_solution_delimeter"))
 
 
 def kit_files(source: Path) -> list[Path]:
@@ -120,6 +123,8 @@ def build(kind: str, out_dir: Path | None = None) -> Path:
     target = out_root / ASSIGNMENT
     for path in kit_files(source):
         relative = path.relative_to(source)
+        if kind == "release" and relative in INSTRUCTOR_ONLY:
+            continue
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         text = path.read_text(encoding="utf-8")

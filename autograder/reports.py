@@ -12,6 +12,7 @@ import html
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 from autograder import PARTS
@@ -34,6 +35,8 @@ def student_record(student: str, raw: dict | None, notes: list[str], error: str 
     parts = {part: {"points": 0.0, "max_points": 0.0} for part in PARTS}
     for part, row in (raw or {}).get("parts", {}).items():
         parts[part] = {"points": row["points"], "max_points": row["max_points"]}
+    for part in PARTS:
+        parts[part]["misconceptions"] = misconceptions([c for c in checks if c["part"] == part and not c["passed"]])
     return {
         "student": student,
         "status": status_of(raw, notes, error),
@@ -45,6 +48,15 @@ def student_record(student: str, raw: dict | None, notes: list[str], error: str 
         "checks": [{"part": c["part"], "name": c["check"], "hidden": c["hidden"], "points": c["points"],
                     "passed": c["passed"], "message": "" if c["hidden"] else c["message"]} for c in checks],
     }
+
+
+def misconceptions(failed: list[dict]) -> list[dict]:
+    """The known mistakes the failed checks matched, most often matched first."""
+    found: dict[str, dict] = {}
+    for check in failed:
+        for mistake in check.get("diagnoses", []):
+            found.setdefault(mistake["id"], {**mistake, "checks": 0})["checks"] += 1
+    return sorted(found.values(), key=lambda m: -m["checks"])
 
 
 def gradescope(record: dict) -> dict:
@@ -75,6 +87,9 @@ def feedback_markdown(record: dict) -> str:
             if not check["passed"]:
                 message = check["message"].strip().replace("\n", "\n  ")
                 lines.append(f"- ✗ `{check['name']}` ({check['points']:g} pt): {message}")
+        for mistake in row.get("misconceptions", []):
+            lines.append(f"- known mistake: **{mistake['title']}** (matches {mistake['checks']} failed "
+                         f"check{'s' if mistake['checks'] > 1 else ''}). {mistake['hint']}")
         hidden = [c for c in checks if c["hidden"]]
         if hidden:
             passed = sum(c["passed"] for c in hidden)
@@ -91,7 +106,7 @@ def markdown_to_html(title: str, markdown: str) -> str:
     body = []
     for line in markdown.split("\n"):
         text = html.escape(line.lstrip("#- ").strip())
-        text = text.replace("`", "")
+        text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text.replace("`", ""))
         if line.startswith("# "):
             body.append(f"<h1>{text}</h1>")
         elif line.startswith("## "):
@@ -178,6 +193,13 @@ def class_report(records: list[dict]) -> str:
     worst = "".join(f"<li>{e(part)}: <code>{e(name)}</code> passed by {rate:.0%}</li>" for rate, part, name in rows[:10])
     table = "".join(f"<tr><td>{e(part)}</td><td><code>{e(name)}</code></td><td>{rate:.0%}</td></tr>"
                     for rate, part, name in sorted(rows, key=lambda r: (PARTS.index(r[1]), r[2])))
+    common: dict[str, list] = {}
+    for record in records:
+        for part in PARTS:
+            for mistake in record["parts"][part].get("misconceptions", []):
+                common.setdefault(mistake["id"], [mistake, 0])[1] += 1
+    mistakes = "".join(f"<li>{e(m['title'])} ({e(m['id'])}): {count} student{'s' if count > 1 else ''}</li>"
+                       for m, count in sorted(common.values(), key=lambda mc: -mc[1])) or "<li>none diagnosed</li>"
     students = "".join(student_row(r) for r in sorted(records, key=lambda r: r["student"]))
     mean = sum(totals) / n if n else 0
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>Attention lab: class report</title>
@@ -187,6 +209,7 @@ td,th{{border:1px solid #ccc;padding:.2em .5em;text-align:left}}</style></head><
 <p>{n} students; mean {mean:.1f} / 100; {sum(t == 100 for t in totals)} at full marks.</p>
 <h2>Score distribution</h2>{histogram_svg(totals)}
 <h2>Most failed checks</h2><ol>{worst}</ol>
+<h2>Most common misconceptions</h2><ul>{mistakes}</ul>
 <h2>Students</h2><table><tr><th>student</th>{"".join(f"<th>{p}</th>" for p in PARTS)}<th>total</th><th>status</th></tr>
 {students}</table>
 <h2>Pass rate per check</h2><table><tr><th>part</th><th>check</th><th>passed by</th></tr>{table}</table>

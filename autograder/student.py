@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.codec import CodecError, HandleRef, encode, read_frame, recv_exact
@@ -94,9 +95,9 @@ class WorkerProcess:
                 {"root": str(root), "scratch": str(scratch), "log": str(self.log), "slot": slot})
         self.sock = judge_end
 
-    def exchange(self, request: dict, timeout: float):
+    def exchange(self, frame: bytes, timeout: float):
         self.sock.settimeout(timeout)
-        self.sock.sendall(encode(request))
+        self.sock.sendall(frame)
         return self.receive(timeout)
 
     def receive(self, timeout: float):
@@ -185,28 +186,47 @@ class Student:
         self._shared["sandbox"] = hello.get("hello") if isinstance(hello, dict) else None
         return worker
 
-    def request(self, request: dict):
+    def request(self, request: dict, wrap: bool = True):
+        """Send one request (see :mod:`autograder.worker`); the answer, with modules as
+        :class:`Handle` objects (or, with ``wrap=False``, as the raw :class:`HandleRef`)."""
         request.setdefault("seed", self._seed)
-        memo = self._shared["memo"]
-        if memo is None or request["op"] != "call" or request.get("echo_args"):
-            return self._wrap(self._exchange(request))
-        key = hashlib.sha256(encode(request)).digest()
-        if key not in memo:
-            answer = self._exchange(request)
-            if contains_handle(answer):
-                return self._wrap(answer)
-            memo[key] = answer
-        return copy.deepcopy(memo[key])
+        frame = encode(request)
+        where = str(request.get("target") or request.get("name") or request.get("op"))
+        memo, calls = self._shared["memo"], self._shared.get("calls")
+        if memo is not None and request["op"] == "call" and not request.get("echo_args"):
+            key = hashlib.sha256(frame).digest()
+            if key not in memo:
+                answer = self._exchange(frame, where)
+                if contains_handle(answer):
+                    return self._wrap(answer) if wrap else answer
+                memo[key] = answer
+            return copy.deepcopy(memo[key])
+        try:
+            answer = self._exchange(frame, where)
+        except StudentError as error:
+            if calls is not None:
+                calls.append((frame, Outcome(error=(error.kind, error.type_name))))
+            raise
+        if calls is not None:  # a copy: checks may change what they got (a state_dict they edit)
+            calls.append((frame, Outcome(value=copy.deepcopy(answer))))
+        return self._wrap(answer) if wrap else answer
 
-    def _exchange(self, request: dict):
-        where = request.get("target") or request.get("name") or request.get("op")
+    def start_recording(self) -> None:
+        """Keep every request from now on, with its outcome, for :meth:`stop_recording`."""
+        self._shared["calls"] = []
+
+    def stop_recording(self) -> list[tuple[bytes, Outcome]]:
+        """The requests (as sent, encoded) and outcomes since :meth:`start_recording`."""
+        return self._shared.pop("calls", None) or []
+
+    def _exchange(self, frame: bytes, where: str):
         left = self.budget - self._shared["spent"]
         if left <= 0:
             raise StudentError("timeout", f"{where} not run: the submission used up its {self.budget:g} s budget")
         started = time.monotonic()
         try:
             worker = self._shared["worker"] or self._start()
-            answer = worker.exchange(request, min(self.timeout, left))
+            answer = worker.exchange(frame, min(self.timeout, left))
         except TimeoutError:
             self.close()
             raise StudentError("timeout", f"{where} timed out after {min(self.timeout, left):g} s") from None
@@ -241,6 +261,14 @@ class Student:
         worker, self._shared["worker"] = self._shared["worker"], None
         if worker is not None:
             worker.close()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one request gave: a value, or an error as ``(kind, exception type)``."""
+
+    value: object = None
+    error: tuple[str, str] | None = None
 
 
 def contains_handle(value) -> bool:

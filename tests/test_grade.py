@@ -90,6 +90,26 @@ def test_class_report_opens_without_a_server(demo):
     assert "<svg" in report and "Most failed checks" in report and "http" not in report.split("<svg")[0].lower()
 
 
+# The demo students wrote these mistakes by hand, not as edits of the reference: the diagnosis
+# matches what their code computes, not how it is written.
+HAND_WRITTEN_MISTAKES = {"eli": "softmax.no_max_shift", "fay": "masking.tril_mask", "gus": "dropout.no_rescaling",
+                         "hana": "heads.view_without_transpose", "lea": "softmax.no_exponential"}
+
+
+def test_feedback_and_class_report_name_the_known_mistakes(demo):
+    out = demo[0]
+    for student in sorted(p.name for p in DEMO.iterdir()):
+        summary = json.loads((out / student / "summary.json").read_text())
+        found = {m["id"] for row in summary["parts"].values() for m in row["misconceptions"]}
+        expected = {HAND_WRITTEN_MISTAKES[student]} if student in HAND_WRITTEN_MISTAKES else set()
+        assert found == expected, student
+    feedback = (out / "fay" / "feedback.md").read_text()
+    assert "known mistake: **`tril` instead of `triu`" in feedback and "True in the mask means" in feedback
+    report = (out / "report.html").read_text()
+    common = report[report.index("Most common misconceptions"):]
+    assert all(mistake in common for mistake in HAND_WRITTEN_MISTAKES.values())
+
+
 def test_a_second_run_grades_nothing_and_a_changed_file_is_graded_again(tmp_path):
     cohort = tmp_path / "cohort"
     for student in ("amy", "bo"):

@@ -5,6 +5,7 @@ import tomllib
 import pytest
 
 from autograder import PARTS
+from autograder.misconceptions import Misconception, load_catalogue
 from autograder.release import hidden_line_ranges
 from conftest import CHECKS, SOLUTIONS, WRONG_MODULES, grade, submission_with
 
@@ -69,6 +70,9 @@ def test_hidden_checks_are_the_ones_fenced_in_points_toml(solution_results):
     assert marked == fenced
 
 
+KNOWN_MISTAKES = load_catalogue(CHECKS)
+
+
 def wrong_module_cases():
     for manifest in sorted(WRONG_MODULES.glob("*/mistakes.toml")):
         part = manifest.parent.name
@@ -76,27 +80,48 @@ def wrong_module_cases():
             yield pytest.param(part, mistake, entry, id=f"{part}-{mistake}")
 
 
-def wrong_module(part: str, mistake: str, entry: dict) -> str:
-    """The mistake's module: the reference with its edits, or the file of that name."""
-    if "replace" not in entry:
+def known_mistake(part: str, name: str) -> Misconception | None:
+    return next((m for m in KNOWN_MISTAKES.get(part, []) if m.name == name), None)
+
+
+def wrong_module(part: str, mistake: str) -> str:
+    """The mistake's module: the reference with a known mistake's edits, or the file of that name."""
+    known = known_mistake(part, mistake)
+    if known is None:
         return (WRONG_MODULES / part / f"{mistake}.py").read_text()
-    text = (SOLUTIONS / f"{part}.py").read_text()
-    for old, new in entry["replace"]:
-        assert text.count(old) == 1, f"{part}-{mistake}: the reference no longer contains {old!r} exactly once"
-        text = text.replace(old, new)
-    return text
+    return known.apply((SOLUTIONS / f"{part}.py").read_text())
 
 
 @pytest.mark.parametrize("part, mistake, entry", list(wrong_module_cases()))
 def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, part, mistake, entry):
-    submission = submission_with(tmp_path, {part: wrong_module(part, mistake, entry)})
+    submission = submission_with(tmp_path, {part: wrong_module(part, mistake)})
     results = grade(submission, tmp_path / "results.json", part=part)
     assert set(entry["fails"]) <= set(failed(results, part)), failed(results, part)
-    assert results["parts"][part]["points"] < results["parts"][part]["max_points"]
+    row = results["parts"][part]
+    assert 0 < row["points"] < row["max_points"], "a single mistake earns partial points"
+    if known_mistake(part, mistake):
+        # Every failed check is diagnosed, with this mistake among the matches.
+        diagnosed = {c["check"]: {d["id"] for d in c["diagnoses"]} for c in results["checks"] if not c["passed"]}
+        assert {check for check, ids in diagnosed.items() if f"{part}.{mistake}" not in ids} == set(), diagnosed
 
 
-def test_every_part_has_wrong_modules():
-    assert {m.parent.name for m in WRONG_MODULES.glob("*/mistakes.toml")} == set(PARTS)
+def test_every_part_has_wrong_modules_and_every_known_mistake_a_test():
+    tested = {(m.parent.name, name) for m in WRONG_MODULES.glob("*/mistakes.toml")
+              for name in tomllib.loads(m.read_text())}
+    assert {part for part, _ in tested} == set(PARTS)
+    assert {(m.part, m.name) for ms in KNOWN_MISTAKES.values() for m in ms} <= tested
+
+
+def test_known_mistakes_change_the_reference():
+    for part, mistakes in KNOWN_MISTAKES.items():
+        reference = (SOLUTIONS / f"{part}.py").read_text()
+        for mistake in mistakes:
+            assert mistake.apply(reference) != reference, mistake.id
+            assert mistake.title and mistake.hint, mistake.id
+
+
+def test_reference_solution_gets_no_diagnosis(solution_results):
+    assert [c["diagnoses"] for c in solution_results["checks"] if c["diagnoses"]] == []
 
 
 def test_a_broken_or_missing_module_costs_only_its_own_part(tmp_path):

@@ -70,6 +70,11 @@ def test_no_hidden_check_reaches_the_release():
         assert not present, f"{name} contains hidden-check lines: {sorted(present)[:5]}"
 
 
+def test_known_mistakes_stay_with_the_instructor():
+    assert (SOURCE / "tests" / "misconceptions.toml").is_file()
+    assert not (RELEASE / "tests" / "misconceptions.toml").exists()
+
+
 def test_no_model_answer_reaches_the_release():
     source = json.loads((SOURCE / "attention_lab.ipynb").read_text())
     answers = ["".join(c["source"]) for c in source["cells"]

@@ -1,0 +1,163 @@
+"""Named misconceptions: which known mistake does a failing submission's code match?
+
+The catalogue (``misconceptions.toml`` next to the checks, instructor-only) lists, per part,
+known wrong versions ("mutants") of the reference solution, each as edits of the reference
+module with a title and a hint about the concept. When a check fails, the judge replays the
+exact requests the check sent to the student's worker on a worker running each mutant of the
+check's part; a mutant that answers every request as the student's code did (same shapes,
+values within a tolerance, same exception types) names the mistake. Checks are not written
+with misconceptions in mind: any failing check that called student code can be diagnosed.
+
+Mutants are the reference with a few lines changed, so they are trusted code; they still run
+in the same kind of worker as the student (forked, confined) because that is the cheap way
+to run many module versions side by side.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from autograder.codec import HandleRef, decode_frame
+from autograder.student import Outcome, Student, StudentError
+
+CATALOGUE = "misconceptions.toml"
+
+# Errors that say something about the student's concept (an exception in their code). A stub,
+# a missing module, a time-out or a crash says nothing a mutant could share.
+DIAGNOSABLE_ERRORS = {"exception"}
+
+# How close a student's tensor must be to a mutant's to count as the same answer: a mistake
+# written differently from the mutant computes in a different order.
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@dataclass(frozen=True)
+class Misconception:
+    part: str
+    name: str
+    title: str
+    hint: str
+    replace: tuple[tuple[str, str], ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.part}.{self.name}"
+
+    def apply(self, reference: str) -> str:
+        """The reference module's text with this mistake's edits."""
+        for old, new in self.replace:
+            if old not in reference:
+                raise ValueError(f"misconception {self.id}: the reference no longer contains {old!r}")
+            reference = reference.replace(old, new)
+        return reference
+
+
+def load_catalogue(checks_dir: Path) -> dict[str, list[Misconception]]:
+    """``{part: [Misconception, ...]}`` from the checks' catalogue; empty without one."""
+    path = Path(checks_dir) / CATALOGUE
+    if not path.is_file():
+        return {}
+    catalogue = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {part: [Misconception(part, name, entry["title"], entry["hint"],
+                                 tuple((old, new) for old, new in entry["replace"]))
+                   for name, entry in entries.items()]
+            for part, entries in catalogue.items()}
+
+
+def same_value(student, mutant, handles: dict[int, int]) -> bool:
+    """Do two answers agree? Pairs up the handles of modules built on each side."""
+    if isinstance(student, HandleRef) and isinstance(mutant, HandleRef):
+        handles[student.id] = mutant.id
+        return True
+    if isinstance(student, torch.Tensor) and isinstance(mutant, torch.Tensor):
+        if student.shape != mutant.shape or student.is_floating_point() != mutant.is_floating_point():
+            return False
+        return bool(torch.allclose(student.double(), mutant.double(), rtol=RTOL, atol=ATOL, equal_nan=True))
+    if isinstance(student, float) and isinstance(mutant, float):
+        return math.isclose(student, mutant, rel_tol=RTOL, abs_tol=ATOL) or (math.isnan(student) and math.isnan(mutant))
+    if isinstance(student, (list, tuple)) and type(student) is type(mutant):
+        return len(student) == len(mutant) and all(same_value(s, m, handles) for s, m in zip(student, mutant))
+    if isinstance(student, dict) and isinstance(mutant, dict):
+        return student.keys() == mutant.keys() and all(same_value(student[k], mutant[k], handles) for k in student)
+    return type(student) is type(mutant) and student == mutant
+
+
+class Diagnoser:
+    """Runs the mutants of a catalogue and matches failed checks' calls against them."""
+
+    def __init__(self, catalogue: dict[str, list[Misconception]], reference: Path, slot: int | None,
+                 timeout: float = 10.0):
+        self.catalogue, self.reference, self.slot, self.timeout = catalogue, Path(reference), slot, timeout
+        self.folder: Path | None = None
+        self.runners: dict[str, Student] = {}
+
+    def runner(self, mistake: Misconception) -> Student:
+        if mistake.id not in self.runners:
+            if self.folder is None:
+                self.folder = Path(tempfile.mkdtemp(prefix="attention-mutants-"))
+                self.folder.chmod(0o755)  # confined workers run under their own user id
+            mutant = self.folder / mistake.id
+            mutant.mkdir(mode=0o755)
+            for module in self.reference.glob("*.py"):
+                shutil.copy(module, mutant / module.name)
+            module = mutant / f"{mistake.part}.py"
+            module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")
+            self.runners[mistake.id] = Student(mutant, timeout=self.timeout, slot=self.slot, budget=math.inf)
+        return self.runners[mistake.id]
+
+    def diagnose(self, part: str, calls: list[tuple[bytes, Outcome]]) -> list[Misconception]:
+        """The known mistakes of ``part`` that answer ``calls`` exactly as the student did."""
+        if not calls or any(o.error and o.error[0] not in DIAGNOSABLE_ERRORS for _, o in calls):
+            return []
+        return [m for m in self.catalogue.get(part, []) if self.replays_like(self.runner(m), calls)]
+
+    @staticmethod
+    def replays_like(mutant: Student, calls: list[tuple[bytes, Outcome]]) -> bool:
+        handles: dict[int, int] = {}
+        for frame, outcome in calls:
+            request = decode_frame(frame)
+            if "handle" in request:
+                if request["handle"] not in handles:
+                    return False
+                request["handle"] = handles[request["handle"]]
+            try:
+                value = mutant.request(request, wrap=False)
+            except StudentError as error:
+                if outcome.error != (error.kind, error.type_name):
+                    return False
+                continue
+            if outcome.error is not None or not same_value(outcome.value, value, handles):
+                return False
+        return True
+
+    def close(self) -> None:
+        for runner in self.runners.values():
+            runner.close()
+        self.runners.clear()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+_diagnosers: dict[tuple, Diagnoser] = {}
+
+
+def shared_diagnoser(checks_dir: Path, reference: Path, slot: int | None, timeout: float) -> Diagnoser | None:
+    """One diagnoser per catalogue, reference and slot for the whole process (a grading lane
+    keeps its mutants' workers from one submission to the next); None without a catalogue."""
+    key = (Path(checks_dir).resolve(), Path(reference).resolve(), slot)
+    if key not in _diagnosers:
+        catalogue = load_catalogue(checks_dir)
+        if not catalogue or not (Path(reference) / "scores.py").is_file():
+            return None
+        _diagnosers[key] = Diagnoser(catalogue, reference, slot, timeout)
+        atexit.register(_diagnosers[key].close)
+    return _diagnosers[key]

@@ -1,0 +1,57 @@
+"""`make check`: the student's loop on their working copy, through the same boundary as `make grade`."""
+
+import shutil
+import subprocess
+import sys
+
+from conftest import CHECKS, KIT, RELEASE, SOLUTIONS
+
+
+def check(submission, *options):
+    return subprocess.run([sys.executable, "-m", "autograder", "check", "--submission", str(submission), *options],
+                          cwd=KIT, capture_output=True, text=True, timeout=600)
+
+
+def students_copy(tmp_path, modules=SOLUTIONS, **replacements):
+    """A student's folder: the release's public checks, ``modules``' code with some functions replaced."""
+    folder = tmp_path / "attention"
+    shutil.copytree(RELEASE, folder)
+    for module in modules.glob("*.py"):
+        shutil.copy(module, folder / module.name)
+    for name, text in replacements.items():
+        (folder / f"{name}.py").write_text(text)
+    return folder
+
+
+def test_make_check_in_the_release_prints_points_first_failure_and_hint():
+    run = subprocess.run(["make", "--no-print-directory", "-C", str(RELEASE), "check", "PART=softmax"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0
+    out = run.stdout
+    assert "part                points   checks passed" in out and "softmax           0 / " in out
+    assert "softmax: first failing check: test_" in out
+    assert "not implemented yet: softmax." in out and "hint: softmax." in out
+    assert "scores" not in out.split("checks passed")[1]  # one part only
+
+
+def test_exit_status_is_zero_only_at_full_marks(tmp_path):
+    assert check(students_copy(tmp_path), "--part", "scores").returncode == 0
+    broken = students_copy(tmp_path / "broken", scores=(SOLUTIONS / "scores.py").read_text().replace(
+        "return inputs @ inputs.transpose(-2, -1)", "return inputs @ inputs.T"))
+    run = check(broken, "--part", "scores")
+    assert run.returncode != 0 and "scores: first failing check" in run.stdout
+
+
+def test_an_endless_loop_times_out_instead_of_hanging(tmp_path):
+    endless = (SOLUTIONS / "scores.py").read_text().replace(
+        "    return inputs @ inputs.transpose(-2, -1)", "    while True:\n        pass")
+    run = check(students_copy(tmp_path, scores=endless), "--part", "scores", "--call-timeout", "1")
+    assert run.returncode != 0
+    assert "scores.attention_scores timed out after 1 s" in run.stdout
+    assert "hint: look for a loop that never ends" in run.stdout
+
+
+def test_with_the_instructors_checks_the_hint_names_the_known_mistake(tmp_path):
+    no_rescaling = (SOLUTIONS / "dropout.py").read_text().replace("x / (1 - p)", "x")
+    run = check(students_copy(tmp_path, dropout=no_rescaling), "--checks", str(CHECKS), "--part", "dropout")
+    assert "hint: With a fraction p dropped, the expected value of each entry shrinks" in run.stdout
