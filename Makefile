@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
 
-.PHONY: grade bench test check release solutions clean
+.PHONY: grade bench test check release solutions student-bundle gradescope clean
 
 # The venv is rebuilt whenever the pinned requirements change.
 $(READY): requirements.txt
@@ -37,6 +37,14 @@ release: $(READY)
 ## make solutions: write solutions/ (the reference version) from source/
 solutions: $(READY)
 	$(PY) -m autograder solutions
+
+## make student-bundle: write dist/attention-student/ and .zip (what students get; no solutions)
+student-bundle: $(READY)
+	$(PY) -m autograder student-bundle
+
+## make gradescope: write dist/attention-gradescope.zip (setup.sh and run_autograder at its root)
+gradescope: $(READY)
+	$(PY) -m autograder gradescope-zip
 
 clean:
 	rm -rf $(VENV) gradebook.db .pytest_cache

@@ -31,6 +31,17 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--no-sandbox", action="store_true", help="run student code unconfined")
     check.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
     check.add_argument("-v", "--verbose", action="store_true", help="print every failing check's message")
+    commands.add_parser("student-bundle", help="write dist/attention-student/ and .zip (release, harness, "
+                                               "README, Makefile, GitHub Classroom workflow)")
+    commands.add_parser("gradescope-zip", help="write dist/attention-gradescope.zip (setup.sh, run_autograder)")
+    classroom = commands.add_parser("classroom", help="GitHub Classroom: one reporter result per part, "
+                                                      "appended to $GITHUB_OUTPUT")
+    classroom.add_argument("--submission", type=Path, default=directory("release") / ASSIGNMENT,
+                           help="folder with the modules and their tests/ (default: assignments/attention)")
+    classroom.add_argument("--output", type=Path, help="step outputs file (default: $GITHUB_OUTPUT, else stdout)")
+    gradescope = commands.add_parser("gradescope", help="Gradescope: grade <root>/submission into "
+                                                        "<root>/results/results.json")
+    gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
     grade = commands.add_parser("grade", help="grade every submission of a cohort and write the reports")
     grade.add_argument("--submissions", type=Path, default=default_submissions(),
                        help="folder of <student>/attention/ (default: submitted/ if it exists, else examples/submitted/)")
@@ -46,6 +57,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.command == "solutions":
         print(f"solutions written to {build('solution')}")
+        return 0
+    if options.command in ("student-bundle", "gradescope-zip"):
+        from autograder.bundle import gradescope_zip, student_bundle
+
+        built = student_bundle() if options.command == "student-bundle" else gradescope_zip()
+        print(f"written: {built}")
+        return 0
+    if options.command == "classroom":
+        from autograder.classroom import default_output, run
+
+        return run(options.submission.resolve(), options.output or default_output())
+    if options.command == "gradescope":
+        from autograder.gradescope import run as run_gradescope
+
+        results = run_gradescope(options.root.resolve())
+        print(f"score {results['score']:g}; results in {options.root}/results/results.json")
         return 0
     if options.command == "grade":
         from autograder.grade import grade as grade_cohort

@@ -4,8 +4,9 @@ import json
 import re
 
 import pytest
+from nbgrader.preprocessors import ClearSolutions
 
-from autograder.release import (ClearSolutions, build, course_config, hidden_line_ranges, kit_files,
+from autograder.release import (build, course_config, hidden_line_ranges, kit_files,
                                 solution_line_ranges)
 from conftest import KIT, RELEASE, SOLUTIONS, SOURCE
 

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image; the zip is
+# unpacked in /autograder/source. The pinned packages need Python 3.11.
+set -euo pipefail
+apt-get update
+apt-get install -y --no-install-recommends python3.11 python3.11-venv
+cd /autograder/source
+python3.11 -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
