@@ -23,28 +23,39 @@ from autograder.release import ASSIGNMENT
 
 MAX_UNZIPPED_BYTES = 20 * 1024 * 1024
 MAX_DEPTH = 4
+MAX_NESTED_ZIPS = 3
 
 
 def unpack_zips(folder: Path, notes: list[str]) -> None:
-    """Unpack each zip in ``folder`` (recursively, once) next to it, within size limits."""
-    for archive in sorted(folder.rglob("*.zip")):
-        target = archive.with_suffix("")
-        try:
-            with zipfile.ZipFile(archive) as bundle:
-                members = [m for m in bundle.infolist() if not m.is_dir()]
-                if sum(m.file_size for m in members) > MAX_UNZIPPED_BYTES:
-                    notes.append(f"{archive.name}: unpacks to more than {MAX_UNZIPPED_BYTES // 2**20} MB, not opened")
+    """Unpack each zip in ``folder`` next to it, within size limits; zips found inside are
+    unpacked too, down to ``MAX_NESTED_ZIPS`` levels."""
+    opened: set[Path] = set()
+    for _ in range(MAX_NESTED_ZIPS):
+        archives = [a for a in sorted(folder.rglob("*.zip")) if a not in opened]
+        opened.update(archives)
+        for archive in archives:
+            unpack(archive, notes)
+
+
+def unpack(archive: Path, notes: list[str]) -> None:
+    """Unpack ``archive`` into a folder of its name; entries that would land outside it are skipped."""
+    target = archive.with_suffix("")
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            members = [m for m in bundle.infolist() if not m.is_dir()]
+            if sum(m.file_size for m in members) > MAX_UNZIPPED_BYTES:
+                notes.append(f"{archive.name}: unpacks to more than {MAX_UNZIPPED_BYTES // 2**20} MB, not opened")
+                return
+            for member in members:
+                destination = (target / member.filename).resolve()
+                if not destination.is_relative_to(target.resolve()):
+                    notes.append(f"{archive.name}: {member.filename} points outside the archive, skipped")
                     continue
-                for member in members:
-                    destination = (target / member.filename).resolve()
-                    if not destination.is_relative_to(target.resolve()):
-                        notes.append(f"{archive.name}: {member.filename} points outside the archive, skipped")
-                        continue
-                    destination.parent.mkdir(parents=True, exist_ok=True)
-                    destination.write_bytes(bundle.read(member))
-            notes.append(f"{archive.name}: unpacked")
-        except (zipfile.BadZipFile, OSError) as exc:
-            notes.append(f"{archive.name}: not a readable zip ({exc})")
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                destination.write_bytes(bundle.read(member))
+        notes.append(f"{archive.name}: unpacked")
+    except (zipfile.BadZipFile, OSError) as exc:
+        notes.append(f"{archive.name}: not a readable zip ({exc})")
 
 
 def find_modules(upload: Path) -> Path | None:

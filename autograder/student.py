@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.codec import CodecError, HandleRef, encode, read_frame, recv_exact
+from autograder.codec import CodecError, HandleRef, decode_frame, encode, read_frame, recv_exact
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,14 +95,22 @@ class WorkerProcess:
                 {"root": str(root), "scratch": str(scratch), "log": str(self.log), "slot": slot})
         self.sock = judge_end
 
-    def exchange(self, frame: bytes, timeout: float):
+    def exchange(self, frame: bytes, timeout: float, keep: list[bytes] | None = None):
         self.sock.settimeout(timeout)
         self.sock.sendall(frame)
-        return self.receive(timeout)
+        return self.receive(timeout, keep)
 
-    def receive(self, timeout: float):
+    def receive(self, timeout: float, keep: list[bytes] | None = None):
+        """The next answer, decoded; its bytes are also appended to ``keep`` when given."""
         deadline = time.monotonic() + timeout
-        return read_frame(lambda n: recv_exact(self.sock, n, deadline))
+
+        def read(n: int) -> bytes:
+            chunk = recv_exact(self.sock, n, deadline)
+            if keep is not None:
+                keep.append(chunk)
+            return chunk
+
+        return read_frame(read)
 
     def exit_status(self) -> str:
         if self.proc is not None:
@@ -201,14 +209,16 @@ class Student:
                     return self._wrap(answer) if wrap else answer
                 memo[key] = answer
             return copy.deepcopy(memo[key])
+        # The answer's bytes, when recording: a pristine copy whatever the check does with the answer.
+        answer_bytes = [] if calls is not None else None
         try:
-            answer = self._exchange(frame, where)
+            answer = self._exchange(frame, where, answer_bytes)
         except StudentError as error:
             if calls is not None:
                 calls.append((frame, Outcome(error=(error.kind, error.type_name))))
             raise
-        if calls is not None:  # a copy: checks may change what they got (a state_dict they edit)
-            calls.append((frame, Outcome(value=copy.deepcopy(answer))))
+        if calls is not None:
+            calls.append((frame, Outcome(answer=b"".join(answer_bytes))))
         return self._wrap(answer) if wrap else answer
 
     def start_recording(self) -> None:
@@ -219,14 +229,14 @@ class Student:
         """The requests (as sent, encoded) and outcomes since :meth:`start_recording`."""
         return self._shared.pop("calls", None) or []
 
-    def _exchange(self, frame: bytes, where: str):
+    def _exchange(self, frame: bytes, where: str, keep: list[bytes] | None = None):
         left = self.budget - self._shared["spent"]
         if left <= 0:
             raise StudentError("timeout", f"{where} not run: the submission used up its {self.budget:g} s budget")
         started = time.monotonic()
         try:
             worker = self._shared["worker"] or self._start()
-            answer = worker.exchange(frame, min(self.timeout, left))
+            answer = worker.exchange(frame, min(self.timeout, left), keep)
         except TimeoutError:
             self.close()
             raise StudentError("timeout", f"{where} timed out after {min(self.timeout, left):g} s") from None
@@ -265,10 +275,14 @@ class Student:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one request gave: a value, or an error as ``(kind, exception type)``."""
+    """What one request gave: the answer (as received, encoded), or an error as ``(kind, exception type)``."""
 
-    value: object = None
+    answer: bytes = b""
     error: tuple[str, str] | None = None
+
+    @property
+    def value(self):
+        return decode_frame(self.answer)["ok"]
 
 
 def contains_handle(value) -> bool:

@@ -1,0 +1,227 @@
+"""The platforms: the student bundle with its GitHub Classroom workflow, the Gradescope autograder, CI."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from autograder import PARTS
+from autograder.bundle import gradescope_zip, student_bundle
+from autograder.release import hidden_line_ranges, solution_line_ranges
+from conftest import KIT, RELEASE, SOLUTIONS
+from test_release import secret_lines
+
+ACTIONLINT = Path(sys.executable).parent / "actionlint"
+DEMO = KIT / "examples" / "submitted"
+SCHEMA = json.loads((Path(__file__).parent / "gradescope_results.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    return {"student": student_bundle(out), "gradescope": gradescope_zip(out)}
+
+
+def unzip(archive: Path, into: Path) -> Path:
+    with zipfile.ZipFile(archive) as bundle:
+        for entry in bundle.infolist():
+            bundle.extract(entry, into)
+            os.chmod(into / entry.filename, entry.external_attr >> 16 & 0o777)
+    return into
+
+
+# -- the student bundle ------------------------------------------------------------------------------
+
+def test_the_bundle_holds_what_a_student_needs_and_no_secret(dist):
+    with zipfile.ZipFile(dist["student"]) as bundle:
+        names = set(bundle.namelist())
+        # The lab's files: the harness (autograder/) is the kit's own code, not built from source/.
+        text = "\n".join(bundle.read(n).decode("utf-8", "replace") for n in names if "/autograder/" not in n)
+    root = "attention-student/"
+    for required in ("README.md", "Makefile", "requirements.txt", ".github/workflows/classroom.yml",
+                     "attention/Makefile", "attention/attention_lab.ipynb", "attention/tests/points.toml",
+                     *(f"attention/{part}.py" for part in PARTS), "autograder/__main__.py"):
+        assert root + required in names, required
+    assert not any("misconceptions.toml" in n or "/solutions/" in n or "/source/" in n for n in names)
+    lines = {line.strip() for line in text.split("\n")}
+    for secrets in (secret_lines(solution_line_ranges), secret_lines(hidden_line_ranges)):
+        leaked = {line for module in secrets.values() for line in module if line in lines}
+        assert not leaked, sorted(leaked)[:5]
+    assert "torch==2.13.0" in text
+
+
+@pytest.fixture(scope="module")
+def student_repo(dist, tmp_path_factory):
+    """The bundle unpacked and set up as a student would: `make setup` (a real venv)."""
+    root = unzip(dist["student"], tmp_path_factory.mktemp("student")) / "attention-student"
+    run = subprocess.run(["make", "setup"], cwd=root, capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return root
+
+
+def make(root, *args, env=None):
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=root, capture_output=True, text=True,
+                          timeout=900, env={**os.environ, **(env or {})})
+
+
+def classroom_outputs(root, tmp_path) -> dict[str, dict]:
+    """Run the workflow's grading step with a temporary GITHUB_OUTPUT; decode what the reporter reads."""
+    outputs = tmp_path / "github_output"
+    outputs.write_text("")
+    run = make(root, "classroom", env={"GITHUB_OUTPUT": str(outputs)})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    runners = {}
+    for line in outputs.read_text().splitlines():
+        name, _, value = line.partition("=")
+        runners[name] = json.loads(base64.b64decode(value))
+    return runners
+
+
+def reporter_points(runners: dict[str, dict]) -> tuple[float, float]:
+    """What autograding-grading-reporter sums into "Points X/Y": test scores over runners' max_score."""
+    total = sum(test["score"] for result in runners.values() if result["max_score"] for test in result["tests"])
+    return total, sum(result["max_score"] for result in runners.values())
+
+
+def test_students_make_check_on_stubs_and_on_solutions(student_repo, tmp_path):
+    stubs = make(student_repo, "check", "PART=scores")
+    assert stubs.returncode != 0 and "scores            0 / 7" in stubs.stdout
+    done = tmp_path / "done"
+    shutil.copytree(student_repo / "attention", done / "attention")
+    for module in SOLUTIONS.glob("*.py"):
+        shutil.copy(module, done / "attention" / module.name)
+    full = make(student_repo, "check", f"SUBMISSION={done / 'attention'}")
+    assert full.returncode == 0, full.stdout[-3000:]
+    assert "total          68.5 / 68.5" in full.stdout
+
+
+def test_classroom_step_gives_partial_credit_inside_a_part(student_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(student_repo, repo, symlinks=True, ignore=shutil.ignore_patterns(".venv"))
+    (repo / ".venv").symlink_to(student_repo / ".venv")
+    assert reporter_points(classroom_outputs(repo, tmp_path)) == (0, 68.5)  # the stubs
+    for module in SOLUTIONS.glob("*.py"):
+        shutil.copy(module, repo / "attention" / module.name)
+    dropout = repo / "attention" / "dropout.py"
+    dropout.write_text(dropout.read_text().replace("x / (1 - p)", "x"))  # survivors not rescaled
+    runners = classroom_outputs(repo, tmp_path)
+    assert set(runners) == set(PARTS)
+    for result in runners.values():
+        assert set(result) >= {"version", "status", "max_score", "tests"}
+        for test in result["tests"]:
+            assert set(test) >= {"name", "status", "score", "message", "line_no"}
+            assert test["status"] in ("pass", "fail")
+    dropout_points = sum(t["score"] for t in runners["dropout"]["tests"])
+    assert 0 < dropout_points < runners["dropout"]["max_score"]
+    assert runners["dropout"]["status"] == "fail" and runners["scores"]["status"] == "pass"
+    total, maximum = reporter_points(runners)
+    assert maximum == 68.5 and total == maximum - runners["dropout"]["max_score"] + dropout_points
+
+
+def test_classroom_workflow_feeds_the_reporter_every_part(dist, tmp_path):
+    root = unzip(dist["student"], tmp_path) / "attention-student"
+    workflow = yaml.safe_load((root / ".github/workflows/classroom.yml").read_text())
+    assert workflow["name"] == "Autograding Tests" and list(workflow["jobs"]) == ["run-autograding-tests"]
+    steps = workflow["jobs"]["run-autograding-tests"]["steps"]
+    grading = next(s for s in steps if s.get("id") == "checks")
+    assert grading["run"] == "make classroom"
+    reporter = next(s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-grading-reporter"))
+    runners = reporter["with"]["runners"].split(",")
+    assert runners == list(PARTS)
+    assert reporter["env"] == {f"{p.upper()}_RESULTS": f"${{{{ steps.checks.outputs.{p} }}}}" for p in runners}
+
+
+# -- workflows are valid GitHub Actions ----------------------------------------------------------------
+
+def actionlint(workflow: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ACTIONLINT), "-no-color", str(workflow)], cwd=workflow.parent.parent.parent,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_workflows_pass_actionlint(dist, tmp_path):
+    root = unzip(dist["student"], tmp_path) / "attention-student"
+    for workflow in (root / ".github/workflows/classroom.yml", KIT / ".github/workflows/ci.yml"):
+        run = actionlint(workflow)
+        assert run.returncode == 0, run.stdout
+    # The linter does catch a broken reference (a check that cannot fail proves nothing).
+    broken = root / ".github/workflows/classroom.yml"
+    broken.write_text(broken.read_text().replace("steps.checks.outputs.heads", "steps.check.outputs.heads"))
+    assert actionlint(broken).returncode != 0
+
+
+# -- Gradescope ----------------------------------------------------------------------------------------
+
+def gradescope_root(dist, tmp_path) -> Path:
+    """A simulated /autograder: the zip in source/, an empty submission/ and results/."""
+    root = tmp_path / "autograder"
+    unzip(dist["gradescope"], root / "source")
+    (root / "submission").mkdir()
+    return root
+
+
+def run_autograder(root: Path) -> dict:
+    run = subprocess.run(["bash", str(root / "source" / "run_autograder")], capture_output=True, text=True,
+                         timeout=900, env={**os.environ, "AUTOGRADER_ROOT": str(root), "PYTHON": sys.executable})
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((root / "results" / "results.json").read_text())
+    jsonschema.validate(results, SCHEMA)
+    return results
+
+
+def test_the_zip_has_setup_and_run_autograder_at_its_root(dist):
+    with zipfile.ZipFile(dist["gradescope"]) as bundle:
+        names = set(bundle.namelist())
+        modes = {i.filename: i.external_attr >> 16 for i in bundle.infolist()}
+    assert {"setup.sh", "run_autograder", "requirements.txt"} <= names
+    assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
+    assert "source/attention/tests/misconceptions.toml" in names and "solutions/attention/heads.py" in names
+
+
+@pytest.mark.parametrize("student", sorted(p.name for p in DEMO.iterdir()))
+def test_gradescope_grades_each_demo_student(dist, tmp_path, student):
+    root = gradescope_root(dist, tmp_path)
+    shutil.rmtree(root / "submission")
+    shutil.copytree(DEMO / student / "attention", root / "submission", symlinks=True)
+    results = run_autograder(root)
+    assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
+    assert (results["score"] == 100) == (student in {"ada", "ben", "chen"})
+    assert (results["score"] == 0) == (student == "june")
+    assert all("output" not in t for t in results["tests"] if t["visibility"] == "after_published")
+    assert results["output_format"] == "md" and results["output"].startswith("# Attention lab:")
+    if student == "kai":
+        assert "Problems with the submission" in results["output"]
+
+
+def test_gradescope_finds_modules_in_a_sub_folder_and_in_a_zip(dist, tmp_path):
+    nested = gradescope_root(dist, tmp_path / "nested")
+    shutil.copytree(SOLUTIONS, nested / "submission" / "lab" / "attention", ignore=shutil.ignore_patterns("tests"))
+    results = run_autograder(nested)
+    assert results["score"] == 100 and "found in lab/attention/" in results["output"]
+
+    zipped = gradescope_root(dist, tmp_path / "zipped")
+    inner = tmp_path / "inner.zip"
+    with zipfile.ZipFile(inner, "w") as bundle:
+        for module in SOLUTIONS.glob("*.py"):
+            bundle.write(module, f"attention/{module.name}")
+        bundle.writestr("../escape.py", "print('outside')")
+    with zipfile.ZipFile(zipped / "submission" / "upload.zip", "w") as bundle:
+        bundle.write(inner, "inner.zip")
+    results = run_autograder(zipped)
+    assert results["score"] == 100 and "unpacked" in results["output"] and "points outside" in results["output"]
+    assert not (zipped / "escape.py").exists()
+
+
+def test_gradescope_explains_an_upload_with_only_the_notebook(dist, tmp_path):
+    root = gradescope_root(dist, tmp_path)
+    shutil.copy(RELEASE / "attention_lab.ipynb", root / "submission" / "attention_lab.ipynb")
+    results = run_autograder(root)
+    assert results["score"] == 0
+    assert "only a notebook" in results["output"]
