@@ -1,4 +1,4 @@
-# The attention lab. `make test` and (next issue) `make grade` set everything up themselves.
+# The attention lab. `make grade` and `make test` set everything up themselves.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -12,10 +12,11 @@ $(READY): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-## make grade [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1]: grade a cohort, write the reports
+## make grade [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1]: grade a cohort, write the reports
+## (NBGRADER=1 also records the points in nbgrader's gradebook)
 grade: $(READY)
 	$(PY) -m autograder grade $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
-		$(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force)
+		$(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) $(if $(NBGRADER),--nbgrader)
 
 ## make bench [N=100] [JOBS=n]: grade N copies of the reference solution and print the timings
 bench: $(READY)

@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded in parallel")
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
     grade.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
+    grade.add_argument("--nbgrader", action="store_true",
+                       help="also record each student's points per part in nbgrader's gradebook")
+    grade.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
     grade.add_argument("--budget", type=float, default=120.0, help="seconds one submission's calls may take in all")
     options = parser.parse_args(argv)
 
@@ -81,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no submissions folder {options.submissions}")
         run = grade_cohort(options.submissions.resolve(), options.out.resolve(), options.jobs, options.force,
                            options.call_timeout, options.budget)
+        if options.nbgrader:
+            from autograder.gradebook import course_gradebook, record
+
+            gradebook = options.gradebook or course_gradebook()
+            print(f"recorded the points of {record(run['records'], gradebook)} students in {gradebook}")
         for warning in run["warnings"]:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
         print(f"graded {run['graded']} submissions ({run['skipped']} unchanged, skipped) of {run['students']} "

@@ -240,4 +240,4 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     reports.write_atomically(out / "report.html", reports.class_report(records))
     return {"graded": len(todo), "skipped": skipped, "students": len(records),
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
-            "mean": sum(r["total"] for r in records) / len(records) if records else 0.0}
+            "mean": sum(r["total"] for r in records) / len(records) if records else 0.0, "records": records}

@@ -103,22 +103,23 @@ def transform(kind: str, relative: Path, text: str) -> str:
     return stub_solutions(text) if kind == "release" else keep_solutions(text)
 
 
+def run_nbgrader(*args: str) -> None:
+    """The real ``nbgrader`` command of this venv, in the course directory."""
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs `alembic`
+    subprocess.run([str(bin_dir / "nbgrader"), *args, "--log-level=WARN"], cwd=KIT_ROOT, check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
 def build(kind: str, out_dir: Path | None = None) -> Path:
     """Write the ``release`` or ``solution`` version of the assignment; return its folder."""
     command = {"release": "generate_assignment", "solution": "generate_solution"}[kind]
     out_root = Path(out_dir) if out_dir else directory(kind)
     # A build elsewhere (the staleness test) keeps its own gradebook, not the course's.
     database = [f"--CourseDirectory.db_url=sqlite:///{out_root / 'gradebook.db'}"] if out_dir else []
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs `alembic`
-
-    def nbgrader(*args: str) -> None:
-        subprocess.run([str(bin_dir / "nbgrader"), *args, "--log-level=WARN", *database],
-                       cwd=KIT_ROOT, check=True, env=env, stdout=subprocess.DEVNULL)
-
     # generate_solution wants the assignment in the gradebook, which a fresh clone lacks.
-    nbgrader("db", "assignment", "add", ASSIGNMENT)
-    nbgrader(command, ASSIGNMENT, "--force", f"--CourseDirectory.{kind}_directory={out_root}")
+    run_nbgrader("db", "assignment", "add", ASSIGNMENT, *database)
+    run_nbgrader(command, ASSIGNMENT, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database)
     source = directory("source") / ASSIGNMENT
     target = out_root / ASSIGNMENT
     for path in kit_files(source):

@@ -1,0 +1,53 @@
+"""`make grade NBGRADER=1`: automatic points in nbgrader's gradebook, exported with the manual ones."""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from nbgrader.api import Gradebook
+
+from conftest import KIT
+
+DEMO = KIT / "examples" / "submitted"
+
+
+def grade_into_gradebook(cohort: Path, out: Path, db_url: str) -> None:
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
+                          "--nbgrader", "--gradebook", db_url], cwd=KIT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"recorded the points of 2 students in {db_url}" in run.stdout
+
+
+def nbgrader_export(db_url: str, tmp_path: Path) -> dict[str, dict]:
+    """The real `nbgrader export` (CSV), by student."""
+    target = tmp_path / "export.csv"
+    bin_dir = Path(sys.executable).parent
+    subprocess.run([str(bin_dir / "nbgrader"), "export", f"--CourseDirectory.db_url={db_url}", "--to", str(target)],
+                   cwd=KIT, check=True, capture_output=True, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    return {row["student_id"]: row for row in csv.DictReader(target.open())}
+
+
+def test_automatic_and_manual_points_export_together(tmp_path):
+    cohort = tmp_path / "cohort"
+    for student in ("ada", "dara"):
+        shutil.copytree(DEMO / student, cohort / student)
+    db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    grade_into_gradebook(cohort, tmp_path / "grades", db_url)
+    with Gradebook(db_url) as gb:  # a grader marks one written answer in the formgrader
+        grade = gb.find_grade("why_sqrt_dk", "attention_lab", "attention", "ada")
+        grade.manual_score = 2
+        gb.db.commit()
+    exported = nbgrader_export(db_url, tmp_path)
+    assert (float(exported["ada"]["score"]), float(exported["ada"]["max_score"])) == (102, 110)
+    assert float(exported["dara"]["score"]) == 45
+    with Gradebook(db_url) as gb:
+        parts = {c.name: gb.find_grade(c.name, "attention_lab", "attention", "dara").score
+                 for c in gb.find_notebook("attention_lab", "attention").task_cells}
+    assert parts == {"auto_scores": 10, "auto_softmax": 15, "auto_projections": 20, "auto_masking": 0,
+                     "auto_dropout": 0, "auto_heads": 0}
+    # Recording again (a regrade) replaces the automatic points and keeps the manual ones.
+    grade_into_gradebook(cohort, tmp_path / "grades", db_url)
+    assert float(nbgrader_export(db_url, tmp_path)["ada"]["score"]) == 102
