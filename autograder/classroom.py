@@ -19,15 +19,19 @@ from pathlib import Path
 import pytest
 
 from autograder import PARTS
-from autograder.plugin import checks_command_line
+from autograder.plugin import checks_command_line, load_points
 
 
-def runner_results(results: dict) -> dict[str, dict]:
-    """``{part: runner result}`` from the checks' results JSON."""
+def runner_results(results: dict, points: dict) -> dict[str, dict]:
+    """``{part: runner result}`` for every part, from the checks' results JSON; a part whose
+    checks did not run is an ``error`` worth its points, so "Points X/Y" keeps its Y."""
     runners = {}
     for part in PARTS:
-        checks = [c for c in results["checks"] if c["part"] == part]
+        checks = [c for c in results.get("checks", []) if c["part"] == part]
         if not checks:
+            runners[part] = {"version": 1, "status": "error", "max_score": round(sum(points.get(part, {}).values()), 6),
+                             "tests": [{"name": f"{part}: the checks could not run", "status": "error", "score": 0,
+                                        "message": results.get("error", "no result"), "line_no": 0, "test_code": ""}]}
             continue
         tests = [{"name": c["check"], "status": "pass" if c["passed"] else "fail",
                   "score": c["points"] if c["passed"] else 0, "message": c["message"], "line_no": 0,
@@ -42,13 +46,17 @@ def encode_runner(result: dict) -> str:
 
 
 def run(submission: Path, output: Path | None) -> int:
-    """Grade ``submission`` and write the step outputs; the exit status is 0 unless the checks could not run."""
+    """Grade ``submission`` and write one step output per part (always all six: the reporter
+    needs each); the exit status is 0, so the reporter step runs and decides."""
+    checks = submission / "tests"
     with tempfile.TemporaryDirectory(prefix="attention-classroom-") as tmp:
         results_json = Path(tmp) / "results.json"
-        code = pytest.main(checks_command_line(submission / "tests", submission, None, str(results_json)) + ["--tb=no"])
-        if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not results_json.is_file():
-            return int(code) or 1
-        runners = runner_results(json.loads(results_json.read_text()))
+        code = pytest.main(checks_command_line(checks, submission, None, str(results_json)) + ["--tb=no"])
+        if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and results_json.is_file():
+            results = json.loads(results_json.read_text())
+        else:
+            results = {"error": f"the checks could not run (pytest exit code {int(code)}); see the step's log"}
+    runners = runner_results(results, load_points(checks))
     lines = "".join(f"{part}={encode_runner(result)}\n" for part, result in runners.items())
     if output is None:
         print(lines, end="")

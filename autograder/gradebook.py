@@ -15,13 +15,19 @@ from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
 from autograder import PARTS
-from autograder.release import ASSIGNMENT, course_config, run_nbgrader
+from autograder.release import ASSIGNMENT, KIT_ROOT, course_config, run_nbgrader
 
 NOTEBOOK = "attention_lab"
 
 
 def course_gradebook() -> str:
-    return course_config().CourseDirectory.db_url
+    """The course's gradebook URL; a relative SQLite path is made absolute (nbgrader resolves it
+    from the course directory, SQLAlchemy from the current one)."""
+    url = course_config().CourseDirectory.db_url
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/"):
+        return prefix + str(KIT_ROOT / url.removeprefix(prefix))
+    return url
 
 
 def register_assignment(db_url: str) -> None:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import tempfile
+import traceback
 import zipfile
 from pathlib import Path
 
@@ -21,31 +23,64 @@ from autograder import reports
 from autograder.grade import MAX_FILE_BYTES, MODULES, grade
 from autograder.release import ASSIGNMENT
 
-MAX_UNZIPPED_BYTES = 20 * 1024 * 1024
-MAX_DEPTH = 4
+MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
+MAX_ARCHIVES = 20
 MAX_NESTED_ZIPS = 3
+MAX_DEPTH = 4
+
+
+def copy_regular_files(upload: Path, into: Path, notes: list[str]) -> None:
+    """Copy the upload's regular files and folders; links are left out (and said so), so
+    nothing below ``into`` leads outside it, whatever the upload holds."""
+    for folder, subfolders, files in os.walk(upload):
+        here = Path(folder)
+        target = into / here.relative_to(upload)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in [*subfolders, *files]:
+            if (here / name).is_symlink():
+                notes.append(f"{(here / name).relative_to(upload)}: a link, left out")
+        subfolders[:] = [d for d in subfolders if not (here / d).is_symlink()]
+        for name in files:
+            path = here / name
+            if not path.is_symlink() and path.is_file():
+                shutil.copyfile(path, target / name)
+
+
+class ZipBudget:
+    """What unpacking may still write, over all the upload's archives."""
+
+    def __init__(self):
+        self.bytes, self.archives = MAX_UNZIPPED_BYTES, MAX_ARCHIVES
 
 
 def unpack_zips(folder: Path, notes: list[str]) -> None:
-    """Unpack each zip in ``folder`` next to it, within size limits; zips found inside are
-    unpacked too, down to ``MAX_NESTED_ZIPS`` levels."""
-    opened: set[Path] = set()
+    """Unpack each zip in ``folder`` next to it; zips found inside are unpacked too, down to
+    ``MAX_NESTED_ZIPS`` levels, all within one budget of bytes and archives."""
+    budget, opened = ZipBudget(), set()
     for _ in range(MAX_NESTED_ZIPS):
-        archives = [a for a in sorted(folder.rglob("*.zip")) if a not in opened]
+        archives = [a for a in sorted(folder.rglob("*.zip")) if a not in opened and a.is_file()]
         opened.update(archives)
         for archive in archives:
-            unpack(archive, notes)
+            unpack(archive, budget, notes)
 
 
-def unpack(archive: Path, notes: list[str]) -> None:
-    """Unpack ``archive`` into a folder of its name; entries that would land outside it are skipped."""
-    target = archive.with_suffix("")
+def unpack(archive: Path, budget: ZipBudget, notes: list[str]) -> None:
+    """Unpack ``archive`` into a new folder beside it, skipping entries that would land outside."""
+    if budget.archives <= 0:
+        notes.append(f"{archive.name}: too many archives in the upload, not opened")
+        return
+    budget.archives -= 1
+    target = archive.with_name(archive.name + ".contents")
     try:
         with zipfile.ZipFile(archive) as bundle:
             members = [m for m in bundle.infolist() if not m.is_dir()]
-            if sum(m.file_size for m in members) > MAX_UNZIPPED_BYTES:
-                notes.append(f"{archive.name}: unpacks to more than {MAX_UNZIPPED_BYTES // 2**20} MB, not opened")
+            size = sum(m.file_size for m in members)
+            if size > budget.bytes:
+                notes.append(f"{archive.name}: unpacks to more than the {MAX_UNZIPPED_BYTES // 2**20} MB allowed, "
+                             "not opened")
                 return
+            budget.bytes -= size
+            target.mkdir()
             for member in members:
                 destination = (target / member.filename).resolve()
                 if not destination.is_relative_to(target.resolve()):
@@ -54,8 +89,8 @@ def unpack(archive: Path, notes: list[str]) -> None:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 destination.write_bytes(bundle.read(member))
         notes.append(f"{archive.name}: unpacked")
-    except (zipfile.BadZipFile, OSError) as exc:
-        notes.append(f"{archive.name}: not a readable zip ({exc})")
+    except Exception as exc:  # noqa: BLE001 - any unreadable archive (encrypted, corrupt, odd method) is the upload's
+        notes.append(f"{archive.name}: could not be unpacked ({type(exc).__name__}: {exc})")
 
 
 def find_modules(upload: Path) -> Path | None:
@@ -70,15 +105,21 @@ def find_modules(upload: Path) -> Path | None:
     return best
 
 
+def shown(folder: Path, upload: Path) -> str:
+    return str(folder.relative_to(upload)).replace(".zip.contents", ".zip")
+
+
 def collect(upload: Path, into: Path) -> list[str]:
     """Copy the upload's lab files into ``into`` (a student's ``attention/``); return notes for the student."""
     notes: list[str] = []
+    into.mkdir(parents=True, exist_ok=True)
+    if upload.is_symlink() or not upload.is_dir():
+        return ["nothing was uploaded"]
     work = Path(tempfile.mkdtemp(prefix="attention-upload-"))
     try:
-        shutil.copytree(upload, work / "upload", symlinks=True)
+        copy_regular_files(upload, work / "upload", notes)
         unpack_zips(work / "upload", notes)
         folder = find_modules(work / "upload")
-        into.mkdir(parents=True, exist_ok=True)
         if folder is None:
             notebooks = sorted((work / "upload").rglob("*.ipynb"))
             notes.append("none of the lab's modules (" + ", ".join(MODULES) + ") was found in the upload"
@@ -86,12 +127,12 @@ def collect(upload: Path, into: Path) -> list[str]:
                             if notebooks else ""))
             folder = notebooks[0].parent if notebooks else None
         elif folder != work / "upload":
-            notes.append(f"the modules were found in {folder.relative_to(work / 'upload')}/ and graded from there")
+            notes.append(f"the modules were found in {shown(folder, work / 'upload')}/ and graded from there")
         if folder is not None:
             for path in sorted(folder.iterdir()):
-                if path.is_file() and not path.is_symlink() and (path.name in MODULES or path.suffix == ".ipynb") \
+                if path.is_file() and (path.name in MODULES or path.suffix == ".ipynb") \
                         and path.stat().st_size <= MAX_FILE_BYTES:
-                    shutil.copy(path, into / path.name)
+                    shutil.copyfile(path, into / path.name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return notes
@@ -99,14 +140,18 @@ def collect(upload: Path, into: Path) -> list[str]:
 
 def run(root: Path, jobs: int = 1) -> dict:
     """Grade ``root/submission`` into ``root/results/results.json``; return what was written."""
-    with tempfile.TemporaryDirectory(prefix="attention-gradescope-") as tmp:
-        cohort = Path(tmp) / "cohort"
-        notes = collect(root / "submission", cohort / "submission" / ASSIGNMENT)
-        grade(cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
-        record = reports.load_record(Path(tmp) / "out" / "submission")
-    results = reports.gradescope(record)
-    if notes:
-        results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]
+    try:
+        with tempfile.TemporaryDirectory(prefix="attention-gradescope-") as tmp:
+            cohort = Path(tmp) / "cohort"
+            notes = collect(root / "submission", cohort / "submission" / ASSIGNMENT)
+            grade(cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
+            record = reports.load_record(Path(tmp) / "out" / "submission")
+        results = reports.gradescope(record)
+        if notes:
+            results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]
+    except Exception:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened
+        results = {"score": 0.0, "output": "The autograder could not grade this upload; please tell the course "
+                   "staff. (" + traceback.format_exc(limit=2).strip().splitlines()[-1] + ")", "tests": []}
     out = root / "results"
     out.mkdir(parents=True, exist_ok=True)
     reports.write_atomically(out / "results.json", json.dumps(results, indent=1))

@@ -78,7 +78,7 @@ def same_value(student, mutant, handles: dict[int, int]) -> bool:
         handles[student.id] = mutant.id
         return True
     if isinstance(student, torch.Tensor) and isinstance(mutant, torch.Tensor):
-        if student.shape != mutant.shape or student.is_floating_point() != mutant.is_floating_point():
+        if student.shape != mutant.shape or student.dtype != mutant.dtype:
             return False
         return bool(torch.allclose(student.double(), mutant.double(), rtol=RTOL, atol=ATOL, equal_nan=True))
     if isinstance(student, float) and isinstance(mutant, float):
@@ -90,34 +90,49 @@ def same_value(student, mutant, handles: dict[int, int]) -> bool:
     return type(student) is type(mutant) and student == mutant
 
 
+# Mutants run in sandbox slots of their own (their own user id when the grader is root): a
+# student's code, under its lane's slot, can neither signal them nor use up their process count.
+MUTANT_SLOT_OFFSET = 1000
+
+
 class Diagnoser:
     """Runs the mutants of a catalogue and matches failed checks' calls against them."""
 
     def __init__(self, catalogue: dict[str, list[Misconception]], reference: Path, slot: int | None,
                  timeout: float = 10.0):
-        self.catalogue, self.reference, self.slot, self.timeout = catalogue, Path(reference), slot, timeout
+        self.catalogue, self.reference, self.timeout = catalogue, Path(reference), timeout
+        self.slot = None if slot is None else MUTANT_SLOT_OFFSET + slot
         self.folder: Path | None = None
         self.runners: dict[str, Student] = {}
 
-    def runner(self, mistake: Misconception) -> Student:
-        if mistake.id not in self.runners:
+    def runner(self, name: str, mistake: Misconception | None = None) -> Student:
+        """A worker on the reference modules, with ``mistake``'s edits when given."""
+        if name not in self.runners:
             if self.folder is None:
                 self.folder = Path(tempfile.mkdtemp(prefix="attention-mutants-"))
                 self.folder.chmod(0o755)  # confined workers run under their own user id
-            mutant = self.folder / mistake.id
-            mutant.mkdir(mode=0o755)
+            folder = self.folder / name
+            folder.mkdir(mode=0o755)
             for module in self.reference.glob("*.py"):
-                shutil.copy(module, mutant / module.name)
-            module = mutant / f"{mistake.part}.py"
-            module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")
-            self.runners[mistake.id] = Student(mutant, timeout=self.timeout, slot=self.slot, budget=math.inf)
-        return self.runners[mistake.id]
+                shutil.copy(module, folder / module.name)
+            if mistake is not None:
+                module = folder / f"{mistake.part}.py"
+                module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")
+            self.runners[name] = Student(folder, timeout=self.timeout, slot=self.slot, budget=math.inf)
+        return self.runners[name]
 
     def diagnose(self, part: str, calls: list[tuple[bytes, Outcome]]) -> list[Misconception]:
-        """The known mistakes of ``part`` that answer ``calls`` exactly as the student did."""
+        """The known mistakes of ``part`` that answer ``calls`` exactly as the student did.
+
+        Nothing when the reference itself answers them alike: then the check failed on
+        something else than the answers (a dtype the check demands, the source's form), and
+        every mutant that leaves these calls alone would "match".
+        """
         if not calls or any(o.error and o.error[0] not in DIAGNOSABLE_ERRORS for _, o in calls):
             return []
-        return [m for m in self.catalogue.get(part, []) if self.replays_like(self.runner(m), calls)]
+        if self.replays_like(self.runner("reference"), calls):
+            return []
+        return [m for m in self.catalogue.get(part, []) if self.replays_like(self.runner(m.id, m), calls)]
 
     @staticmethod
     def replays_like(mutant: Student, calls: list[tuple[bytes, Outcome]]) -> bool:

@@ -48,6 +48,10 @@ def test_automatic_and_manual_points_export_together(tmp_path):
                  for c in gb.find_notebook("attention_lab", "attention").task_cells}
     assert parts == {"auto_scores": 10, "auto_softmax": 15, "auto_projections": 20, "auto_masking": 0,
                      "auto_dropout": 0, "auto_heads": 0}
-    # Recording again (a regrade) replaces the automatic points and keeps the manual ones.
+    # A regrade after dara finishes masking replaces her automatic points and keeps ada's manual ones.
+    shutil.copy(KIT / "solutions" / "attention" / "masking.py", cohort / "dara" / "attention" / "masking.py")
     grade_into_gradebook(cohort, tmp_path / "grades", db_url)
-    assert float(nbgrader_export(db_url, tmp_path)["ada"]["score"]) == 102
+    exported = nbgrader_export(db_url, tmp_path)
+    assert float(exported["ada"]["score"]) == 102 and float(exported["dara"]["score"]) > 45
+    with Gradebook(db_url) as gb:
+        assert gb.find_grade("auto_masking", "attention_lab", "attention", "dara").score == 20

@@ -3,10 +3,12 @@
 import tomllib
 
 import pytest
+import torch
 
 from autograder import PARTS
-from autograder.misconceptions import Misconception, load_catalogue
+from autograder.misconceptions import Diagnoser, Misconception, load_catalogue
 from autograder.release import hidden_line_ranges
+from autograder.student import Student
 from conftest import CHECKS, SOLUTIONS, WRONG_MODULES, grade, submission_with
 
 
@@ -118,6 +120,30 @@ def test_known_mistakes_change_the_reference():
         for mistake in mistakes:
             assert mistake.apply(reference) != reference, mistake.id
             assert mistake.title and mistake.hint, mistake.id
+
+
+def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
+    """The calls of a failing check, answered as the reference answers them, name no mistake:
+    a failure that is not about the answers (a dtype, the source's form) is not a misconception.
+    Without that guard every mutant that leaves those calls alone would match."""
+    diagnoser = Diagnoser(KNOWN_MISTAKES, SOLUTIONS, slot=None)
+    reference = Student(SOLUTIONS)
+    try:
+        reference.start_recording()
+        reference.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=torch.ones(3, 4, dtype=torch.bool))
+        reference.masking.CausalAttention(3, 2, 6, 0.0)(torch.ones(2, 6, 3))
+        calls = reference.stop_recording()
+        assert len(calls) == 3
+        for part in ("dropout", "masking"):
+            assert diagnoser.diagnose(part, calls) == []
+        # The same calls answered as a known mistake would answer them are diagnosed.
+        mutant = diagnoser.runner("dropout.no_rescaling", known_mistake("dropout", "no_rescaling"))
+        mutant.start_recording()
+        mutant.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=torch.ones(3, 4, dtype=torch.bool))
+        assert [m.id for m in diagnoser.diagnose("dropout", mutant.stop_recording())] == ["dropout.no_rescaling"]
+    finally:
+        reference.close()
+        diagnoser.close()
 
 
 def test_reference_solution_gets_no_diagnosis(solution_results):

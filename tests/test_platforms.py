@@ -215,8 +215,31 @@ def test_gradescope_finds_modules_in_a_sub_folder_and_in_a_zip(dist, tmp_path):
     with zipfile.ZipFile(zipped / "submission" / "upload.zip", "w") as bundle:
         bundle.write(inner, "inner.zip")
     results = run_autograder(zipped)
-    assert results["score"] == 100 and "unpacked" in results["output"] and "points outside" in results["output"]
-    assert not (zipped / "escape.py").exists()
+    assert results["score"] == 100 and "found in upload.zip/inner.zip/attention/" in results["output"]
+    assert "../escape.py points outside the archive, skipped" in results["output"]
+    assert not any(tmp_path.rglob("escape.py"))
+
+
+def test_gradescope_uploads_cannot_reach_outside_through_links(dist, tmp_path):
+    """A link to the reference solution scores nothing, and a link named like a zip's target
+    folder does not make the unpacking write into the grader."""
+    root = gradescope_root(dist, tmp_path)
+    solutions = root / "source" / "solutions" / "attention"
+    (root / "submission" / "lab").symlink_to(solutions, target_is_directory=True)
+    (root / "submission" / "x.zip.contents").symlink_to(root / "source" / "autograder", target_is_directory=True)
+    with zipfile.ZipFile(root / "submission" / "x.zip", "w") as bundle:
+        bundle.writestr("lane.py", "raise SystemExit('replaced the grader')")
+    before = (root / "source" / "autograder" / "lane.py").read_text()
+    results = run_autograder(root)
+    assert results["score"] == 0 and "lab: a link, left out" in results["output"]
+    assert (root / "source" / "autograder" / "lane.py").read_text() == before
+
+
+def test_gradescope_always_writes_results(dist, tmp_path):
+    root = gradescope_root(dist, tmp_path)
+    (root / "submission" / "broken.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    results = run_autograder(root)
+    assert results["score"] == 0 and "broken.zip: could not be unpacked" in results["output"]
 
 
 def test_gradescope_explains_an_upload_with_only_the_notebook(dist, tmp_path):
