@@ -1,4 +1,5 @@
-"""Command line: ``python -m autograder {release,solutions,check} ...`` (the Makefile calls these)."""
+"""Command line: ``python -m autograder {release,solutions,check,grade,classroom,gradescope,...}``
+(the Makefiles call these; ``--help`` lists them all)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ def default_submissions() -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    timeout = argparse.ArgumentParser(add_help=False)
+    timeout.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
     commands.add_parser("release", help="write assignments/ (stubs, public checks) from source/")
     commands.add_parser("solutions", help="write solutions/ (reference code, all checks) from source/")
-    check = commands.add_parser("check", help="run the checks on a submission folder and print the points")
+    check = commands.add_parser("check", parents=[timeout],
+                                help="run the checks on a submission folder and print the points")
     check.add_argument("--part", choices=PARTS, help="run one part's checks only")
     check.add_argument("--submission", type=Path, default=directory("release") / ASSIGNMENT,
                        help="folder with the six modules (default: assignments/attention)")
@@ -29,7 +33,6 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--reference", help="reference solution for hidden checks (default: solutions/attention)")
     check.add_argument("--results-json", help="also write the results to this JSON file")
     check.add_argument("--no-sandbox", action="store_true", help="run student code unconfined")
-    check.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
     check.add_argument("-v", "--verbose", action="store_true", help="print every failing check's message")
     commands.add_parser("student-bundle", help="write dist/attention-student/ and .zip (release, harness, "
                                                "README, Makefile, GitHub Classroom workflow)")
@@ -42,13 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     gradescope = commands.add_parser("gradescope", help="Gradescope: grade <root>/submission into "
                                                         "<root>/results/results.json")
     gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
-    grade = commands.add_parser("grade", help="grade every submission of a cohort and write the reports")
+    grade = commands.add_parser("grade", parents=[timeout], help="grade every submission of a cohort and write the reports")
     grade.add_argument("--submissions", type=Path, default=default_submissions(),
                        help="folder of <student>/attention/ (default: submitted/ if it exists, else examples/submitted/)")
     grade.add_argument("--out", type=Path, default=KIT_ROOT / "grades", help="where the reports go (default: grades/)")
     grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded in parallel")
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
-    grade.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
     grade.add_argument("--nbgrader", action="store_true",
                        help="also record each student's points per part in nbgrader's gradebook")
     grade.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
@@ -106,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
                                options.reference)
     # The points table and each unfinished part's first failure (the plugin prints them) are
     # what a student needs; --verbose adds every failing check's message.
-    args += ["--call-timeout", str(options.call_timeout), "--tb=short" if options.verbose else "--tb=no"] + (["--no-sandbox"] if options.no_sandbox else [])
+    args += ["--call-timeout", str(options.call_timeout), "--tb=short" if options.verbose else "--tb=no"]
+    if options.no_sandbox:
+        args.append("--no-sandbox")
     return int(pytest.main(args))
 
 

@@ -162,7 +162,7 @@ class Diagnoser:
             self.folder = None
 
 
-_diagnosers: dict[tuple, Diagnoser] = {}
+_diagnosers: dict[tuple, Diagnoser | None] = {}
 
 
 def shared_diagnoser(checks_dir: Path, reference: Path, slot: int | None, timeout: float) -> Diagnoser | None:
@@ -171,8 +171,8 @@ def shared_diagnoser(checks_dir: Path, reference: Path, slot: int | None, timeou
     key = (Path(checks_dir).resolve(), Path(reference).resolve(), slot)
     if key not in _diagnosers:
         catalogue = load_catalogue(checks_dir)
-        if not catalogue or not (Path(reference) / "scores.py").is_file():
-            return None
-        _diagnosers[key] = Diagnoser(catalogue, reference, slot, timeout)
-        atexit.register(_diagnosers[key].close)
+        has_reference = (Path(reference) / "scores.py").is_file()
+        _diagnosers[key] = Diagnoser(catalogue, reference, slot, timeout) if catalogue and has_reference else None
+        if _diagnosers[key] is not None:
+            atexit.register(_diagnosers[key].close)
     return _diagnosers[key]

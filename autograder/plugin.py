@@ -85,6 +85,7 @@ def pytest_configure(config):
 
 CHECKS_DIR = pytest.StashKey[Path]()
 CALLS = pytest.StashKey[list]()
+DIAGNOSER = pytest.StashKey[object]()
 SANDBOX = pytest.StashKey[dict]()
 
 
@@ -205,9 +206,12 @@ def diagnose(item) -> list:
 
 
 def diagnoser(config):
-    """The judge of known mistakes; None when the checks come without a catalogue (a student's copy)."""
-    return shared_diagnoser(config.stash[CHECKS_DIR], reference_root(config), sandbox_slot(config),
-                            config.getoption("call_timeout"))
+    """The judge of known mistakes; None when the checks come without a catalogue (a student's copy).
+    Looked up once a session: every check asks."""
+    if DIAGNOSER not in config.stash:
+        config.stash[DIAGNOSER] = shared_diagnoser(config.stash[CHECKS_DIR], reference_root(config),
+                                                   sandbox_slot(config), config.getoption("call_timeout"))
+    return config.stash[DIAGNOSER]
 
 
 def summarise(results: dict) -> dict:

@@ -156,7 +156,7 @@ class Student:
         self.timeout, self.slot, self.budget = timeout, slot, budget
         self._seed = seed
         self._shared = _shared if _shared is not None else {"worker": None, "sandbox": None, "spent": 0.0,
-                                                            "memo": {} if memoize else None}
+                                                            "memo": {} if memoize else None, "calls": None}
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> "ModuleProxy":
@@ -200,7 +200,7 @@ class Student:
         request.setdefault("seed", self._seed)
         frame = encode(request)
         where = str(request.get("target") or request.get("name") or request.get("op"))
-        memo, calls = self._shared["memo"], self._shared.get("calls")
+        memo, calls = self._shared["memo"], self._shared["calls"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
             key = hashlib.sha256(frame).digest()
             if key not in memo:
@@ -227,7 +227,8 @@ class Student:
 
     def stop_recording(self) -> list[tuple[bytes, Outcome]]:
         """The requests (as sent, encoded) and outcomes since :meth:`start_recording`."""
-        return self._shared.pop("calls", None) or []
+        calls, self._shared["calls"] = self._shared["calls"], None
+        return calls or []
 
     def _exchange(self, frame: bytes, where: str, keep: list[bytes] | None = None):
         left = self.budget - self._shared["spent"]
