@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="also record each student's points per part in nbgrader's gradebook")
     grade.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
     grade.add_argument("--budget", type=float, default=120.0, help="seconds one submission's calls may take in all")
+    grade.add_argument("--no-replay", action="store_true",
+                       help="run every check in full, even where a submission answers exactly as an earlier one "
+                            "that passed it (same scores, slower; see autograder/replay.py)")
     options = parser.parse_args(argv)
 
     if options.command == "release":
@@ -85,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if not options.submissions.is_dir():
             parser.error(f"no submissions folder {options.submissions}")
         run = grade_cohort(options.submissions.resolve(), options.out.resolve(), options.jobs, options.force,
-                           options.call_timeout, options.budget)
+                           options.call_timeout, options.budget, replay=not options.no_replay)
         if options.nbgrader:
             from autograder.gradebook import course_gradebook, record
 

@@ -4,6 +4,11 @@ Grades ``--copies`` copies of the reference solution (and, to separate the fixed
 cost, one copy per lane), then prints the wall time, the marginal time per submission and
 its ratio to one ``python -c "import torch"`` measured in the same run. The goal is a ratio
 of at most 0.25; nbgrader's autograde takes about 2.2 s a submission here, serially.
+
+Copies of one solution answer every check alike, so after the first copy in each lane every
+check passes by replay (:mod:`autograder.replay`): the students' code still runs, the judge's
+side does not. A submission unlike any earlier one gets no replay, so the bench also grades
+``--full-copies`` copies with replay off and prints that marginal time too.
 """
 
 from __future__ import annotations
@@ -29,13 +34,16 @@ def cohort(folder: Path, copies: int) -> Path:
     return folder
 
 
-def timed_grade(copies: int, jobs: int, work: Path) -> float:
-    submissions = cohort(work / f"cohort{copies}", copies)
+def timed_grade(copies: int, jobs: int, work: Path, replay: bool = True) -> tuple[float, int]:
+    """Seconds to grade ``copies`` copies, and how many checks passed by replay."""
+    name = f"{copies}{'' if replay else '-full'}"
+    submissions = cohort(work / f"cohort{name}", copies)
     started = time.perf_counter()
-    run = grade(submissions, work / f"grades{copies}", jobs=jobs, force=True, stream=open(os.devnull, "w"))
+    with open(os.devnull, "w") as quiet:
+        run = grade(submissions, work / f"grades{name}", jobs=jobs, force=True, stream=quiet, replay=replay)
     elapsed = time.perf_counter() - started
     assert run["mean"] == 100, f"the reference solution scored {run['mean']} on average"
-    return elapsed
+    return elapsed, run["replayed_checks"]
 
 
 def torch_import_seconds(repeats: int = 5) -> float:
@@ -51,21 +59,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.bench", description=__doc__)
     parser.add_argument("--copies", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--full-copies", type=int, default=20,
+                        help="copies graded again with replay off (0: skip)")
     options = parser.parse_args(argv)
+    jobs = options.jobs
     with tempfile.TemporaryDirectory(prefix="attention-bench-") as tmp:
         work = Path(tmp)
         import_before = torch_import_seconds()
-        baseline = timed_grade(options.jobs, options.jobs, work)
-        total = timed_grade(options.copies, options.jobs, work)
+        baseline, _ = timed_grade(jobs, jobs, work)  # the first submission of a lane has nothing to replay
+        total, replayed = timed_grade(options.copies, jobs, work)
+        full = timed_grade(options.full_copies, jobs, work, replay=False)[0] if options.full_copies > jobs else None
         # The fastest of ten, before and after grading: page cache and machine load move it by 20%.
         import_torch = min(import_before, torch_import_seconds())
-    marginal = (total - baseline) / max(options.copies - options.jobs, 1)
-    print(f"submissions graded:          {options.copies} (reference solution, {options.jobs} jobs)")
+    marginal = (total - baseline) / max(options.copies - jobs, 1)
+    print(f"submissions graded:          {options.copies} (reference solution, {jobs} jobs)")
     print(f"total wall time:             {total:.1f} s")
     print(f"fixed start-up (1 per lane): {baseline:.1f} s")
     print(f"marginal time / submission:  {marginal:.3f} s")
+    print(f"checks passed by replay:     {replayed} ({replayed / max(options.copies - jobs, 1):.0f} per copy "
+          f"after each lane's first)")
     print(f"python -c 'import torch':    {import_torch:.3f} s")
     print(f"ratio marginal / import:     {marginal / import_torch:.2f} (goal: <= 0.25)")
+    if full is not None:
+        full_marginal = (full - baseline) / (options.full_copies - jobs)
+        print(f"without replay ({options.full_copies} copies): marginal {full_marginal:.3f} s, ratio "
+              f"{full_marginal / import_torch:.2f} (a submission unlike every earlier one)")
     return 0
 
 

@@ -148,33 +148,45 @@ def recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame(read_exact, limit: int = MAX_FRAME_BYTES):
-    """Read one frame with ``read_exact(n) -> bytes`` and decode it; refuse frames over ``limit``."""
-    size, count = struct.unpack("<II", read_exact(8))
+def read_frame_bytes(read_exact, limit: int = MAX_FRAME_BYTES) -> bytes:
+    """One whole frame, undecoded, read with ``read_exact(n) -> bytes``; frames over ``limit``
+    are refused before their contents are read."""
+    head = read_exact(8)
+    size, count = struct.unpack("<II", head)
     if size > limit or count > limit // 8:
         raise CodecError(f"message header of {size} bytes exceeds the limit")
-    header = read_exact(size)
+    parts = [head, read_exact(size)]
     total = size
-    blobs = []
     for _ in range(count):
-        (n,) = struct.unpack("<Q", read_exact(8))
+        length = read_exact(8)
+        (n,) = struct.unpack("<Q", length)
         total += n
         if total > limit:
             raise CodecError(f"message larger than {limit} bytes")
-        blobs.append(read_exact(n))
-    return decode(header, blobs)
+        parts += [length, read_exact(n)]
+    return b"".join(parts)
 
 
 def decode_frame(frame: bytes):
     """The message back from the bytes :func:`encode` made of it."""
-    position = 0
+    view = memoryview(frame)
+    try:
+        size, count = struct.unpack_from("<II", view, 0)
+        position = 8 + size
+        header = bytes(view[8:position])
+        blobs = []
+        for _ in range(count):
+            (n,) = struct.unpack_from("<Q", view, position)
+            position += 8
+            blobs.append(view[position:position + n])
+            position += n
+    except struct.error:
+        raise CodecError("truncated frame") from None
+    if position != len(frame):
+        raise CodecError("truncated frame")
+    return decode(header, blobs)
 
-    def take(n: int) -> bytes:
-        nonlocal position
-        chunk = frame[position:position + n]
-        if len(chunk) != n:
-            raise CodecError("truncated frame")
-        position += n
-        return chunk
 
-    return read_frame(take)
+def read_frame(read_exact, limit: int = MAX_FRAME_BYTES):
+    """Read one frame with ``read_exact(n) -> bytes`` and decode it; refuse frames over ``limit``."""
+    return decode_frame(read_frame_bytes(read_exact, limit))

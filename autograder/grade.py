@@ -120,14 +120,15 @@ def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
 class Lane:
     """One judge process (:mod:`autograder.lane`), restarted if it ever stops."""
 
-    def __init__(self, slot: int, call_timeout: float, budget: float):
-        self.slot, self.call_timeout, self.budget = slot, call_timeout, budget
+    def __init__(self, slot: int, call_timeout: float, budget: float, replay: bool = True):
+        self.slot, self.call_timeout, self.budget, self.replay = slot, call_timeout, budget, replay
         self.proc = None
 
     def start(self):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autograder.lane", "--slot", str(self.slot), "--checks", str(CHECKS),
-             "--reference", str(REFERENCE), "--call-timeout", str(self.call_timeout), "--budget", str(self.budget)],
+             "--reference", str(REFERENCE), "--call-timeout", str(self.call_timeout), "--budget", str(self.budget),
+             *([] if self.replay else ["--no-replay"])],
             cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def grade(self, staged: Path, results: Path) -> dict:
@@ -178,8 +179,9 @@ class Progress:
 
 
 def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call_timeout: float = 10.0,
-          budget: float = 120.0, stream=sys.stderr) -> dict:
-    """Grade the cohort in ``submissions`` into ``out``; return the summary of the run."""
+          budget: float = 120.0, stream=sys.stderr, replay: bool = True) -> dict:
+    """Grade the cohort in ``submissions`` into ``out``; return the summary of the run.
+    ``replay=False`` runs every check in full (see :mod:`autograder.replay`)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     cohort = discover(submissions)
@@ -202,9 +204,10 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     for item in todo:
         work.put(item)
     warnings: set[str] = set()
+    replayed: list[int] = []  # per graded submission: checks that passed by replay
 
     def lane_loop(slot: int) -> None:
-        lane = Lane(slot, call_timeout, budget)
+        lane = Lane(slot, call_timeout, budget, replay)
         try:
             while True:
                 try:
@@ -217,6 +220,7 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
                 raw = json.loads(raw_file.read_text()) if "results" in answer and raw_file.is_file() else None
                 if raw and raw.get("sandbox"):
                     warnings.update(raw["sandbox"]["missing"])
+                replayed.append(raw.get("replayed", 0) if raw else 0)
                 record = reports.student_record(submission.student, raw, submission.notes,
                                                 answer.get("error"), time.monotonic() - clock)
                 folder = out / submission.student
@@ -238,6 +242,6 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     records = [r for r in records if r is not None]
     reports.write_atomically(out / "grades.csv", reports.grades_csv(records))
     reports.write_atomically(out / "report.html", reports.class_report(records))
-    return {"graded": len(todo), "skipped": skipped, "students": len(records),
+    return {"graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
             "mean": sum(r["total"] for r in records) / len(records) if records else 0.0, "records": records}

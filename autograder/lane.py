@@ -2,7 +2,8 @@
 
 ``python -m autograder lane --slot N`` reads one JSON job per line on stdin
 (``{"submission", "results"}``), runs every check on it in this process (pytest, the plugin,
-the checks: imported once) and answers one JSON line per job on stdout
+the checks: imported once; checks answered as on an earlier passing run are replayed, see
+:mod:`autograder.replay`) and answers one JSON line per job on stdout
 (``{"results": path}`` or ``{"error": text}``). Student code runs in workers forked by the
 zygote under sandbox slot N; the reference solution's worker is shared by all jobs.
 """
@@ -21,10 +22,12 @@ import pytest
 from autograder.plugin import checks_command_line
 
 
-def grade_one(job: dict, slot: int, checks: str, reference: str | None, timeout: float, budget: float) -> dict:
+def grade_one(job: dict, slot: int, checks: str, reference: str | None, timeout: float, budget: float,
+              replay: bool = True) -> dict:
     log = io.StringIO()
     args = checks_command_line(checks, job["submission"], None, job["results"], reference)
     args += ["--slot", str(slot), "--call-timeout", str(timeout), "--budget", str(budget),
+             *([] if replay else ["--no-replay"]),
              # Plugins a batch does not need and that cost a lane time on every submission.
              "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings"]
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -41,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference")
     parser.add_argument("--call-timeout", type=float, default=10.0)
     parser.add_argument("--budget", type=float, default=120.0)
+    parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.replay)")
     options = parser.parse_args(argv)
     answers = sys.stdout
     sys.stdout = sys.stderr  # only answers go to the orchestrator's pipe
@@ -48,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         job = json.loads(line)
         try:
             answer = grade_one(job, options.slot, options.checks, options.reference, options.call_timeout,
-                               options.budget)
+                               options.budget, not options.no_replay)
         except Exception:  # noqa: BLE001 - a judge-side failure is reported for this job, the lane goes on
             answer = {"error": traceback.format_exc()[-3000:]}
         answers.write(json.dumps(answer) + "\n")

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from autograder.codec import HandleRef, decode_frame
-from autograder.student import Outcome, Student, StudentError
+from autograder.student import Call, Student, StudentError
 
 CATALOGUE = "misconceptions.toml"
 
@@ -121,24 +121,24 @@ class Diagnoser:
             self.runners[name] = Student(folder, timeout=self.timeout, slot=self.slot, budget=math.inf)
         return self.runners[name]
 
-    def diagnose(self, part: str, calls: list[tuple[bytes, Outcome]]) -> list[Misconception]:
+    def diagnose(self, part: str, calls: list[Call]) -> list[Misconception]:
         """The known mistakes of ``part`` that answer ``calls`` exactly as the student did.
 
         Nothing when the reference itself answers them alike: then the check failed on
         something else than the answers (a dtype the check demands, the source's form), and
         every mutant that leaves these calls alone would "match".
         """
-        if not calls or any(o.error and o.error[0] not in DIAGNOSABLE_ERRORS for _, o in calls):
+        if not calls or any(c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls):
             return []
         if self.replays_like(self.runner("reference"), calls):
             return []
         return [m for m in self.catalogue.get(part, []) if self.replays_like(self.runner(m.id, m), calls)]
 
     @staticmethod
-    def replays_like(mutant: Student, calls: list[tuple[bytes, Outcome]]) -> bool:
+    def replays_like(mutant: Student, calls: list[Call]) -> bool:
         handles: dict[int, int] = {}
-        for frame, outcome in calls:
-            request = decode_frame(frame)
+        for call in calls:
+            outcome, request = call.outcome, decode_frame(call.frame)
             if "handle" in request:
                 if request["handle"] not in handles:
                     return False

@@ -26,6 +26,7 @@ from autograder import PARTS
 from autograder.checks import CheckFailure
 from autograder.misconceptions import shared_diagnoser
 from autograder.release import hidden_line_ranges
+from autograder.replay import Replays
 from autograder.reports import write_atomically
 from autograder.student import KIT_ROOT, Student, StudentError
 
@@ -68,6 +69,8 @@ def pytest_addoption(parser):
     group.addoption("--budget", type=float, default=300.0, help="seconds all calls into student code may take together")
     group.addoption("--slot", type=int, default=0, help="sandbox slot (one per parallel lane: its own user id)")
     group.addoption("--no-sandbox", action="store_true", help="run student code in an unconfined worker")
+    group.addoption("--no-replay", action="store_true",
+                    help="run every check in full, even on answers an earlier passing run got (autograder.replay)")
 
 
 @pytest.hookimpl(tryfirst=True)  # before hypothesis's own plugin reads the option
@@ -86,6 +89,7 @@ def pytest_configure(config):
 CHECKS_DIR = pytest.StashKey[Path]()
 CALLS = pytest.StashKey[list]()
 DIAGNOSER = pytest.StashKey[object]()
+REPLAYED = pytest.StashKey[bool]()
 SANDBOX = pytest.StashKey[dict]()
 
 
@@ -165,17 +169,46 @@ def reference(request):
     return _references[root]
 
 
+_replays = Replays()
+
+
+def replay_key(item) -> tuple:
+    return reference_root(item.config), item.path, item.nodeid
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """Record the requests a check sends to the student, for the diagnosis of a failure."""
+    """Record the requests a check sends to the student: for the diagnosis of a failure and,
+    when it passes, for replay (:mod:`autograder.replay`)."""
+    torch.default_generator.manual_seed(0)  # the judge's own RNG never depends on which checks ran before
     student = item.funcargs.get("student")
-    if not isinstance(student, Student) or diagnoser(item.config) is None:
+    if not isinstance(student, Student):
         return (yield)
-    student.start_recording()
+    student.begin_check()
     try:
-        return (yield)
+        result = yield
     finally:
-        item.stash[CALLS] = student.stop_recording()
+        recording = student.end_check()
+        item.stash[CALLS] = recording.calls
+    if replay_enabled(item.config) and not item.stash.get(REPLAYED, False):
+        _replays.remember(replay_key(item), recording)
+    return result
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A check whose requests the student answers as on an earlier passing run passes without
+    running the judge's side again (:mod:`autograder.replay`)."""
+    student = pyfuncitem.funcargs.get("student")
+    if isinstance(student, Student) and replay_enabled(pyfuncitem.config) and \
+            _replays.replay(replay_key(pyfuncitem), student):
+        pyfuncitem.stash[REPLAYED] = True
+        return True
+    return None
+
+
+def replay_enabled(config) -> bool:
+    return not config.getoption("no_replay")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -187,6 +220,8 @@ def pytest_runtest_makereport(item, call):
         if isinstance(error, StudentError) and error.trace:
             message += "\n" + error.trace.rstrip()
         report.longrepr = message
+    if call.when == "call" and item.stash.get(REPLAYED, False):
+        report.user_properties = [*report.user_properties, ("replayed", True)]
     if call.when == "call" and report.failed:
         mistakes = diagnose(item)
         if mistakes:
@@ -200,9 +235,8 @@ def pytest_runtest_makereport(item, call):
 def diagnose(item) -> list:
     """The known mistakes whose mutants answer the failed check's requests as the student did."""
     calls, part = item.stash.get(CALLS, None), part_of(item)
-    if not calls or part is None:
-        return []
-    return diagnoser(item.config).diagnose(part, calls)
+    judge = diagnoser(item.config) if calls and part else None
+    return judge.diagnose(part, calls) if judge else []
 
 
 def diagnoser(config):
@@ -255,12 +289,14 @@ class Scoreboard:
     def __init__(self, config):
         self.config = config
         self.results: dict[str, dict] = {}
+        self.replayed = 0  # checks that passed by replay (autograder.replay)
 
     def pytest_runtest_logreport(self, report):
         props = dict(report.user_properties)
         if "part" not in props:
             return
         props.pop("diagnoses", None)
+        self.replayed += bool(props.pop("replayed", False))
         entry = self.results.setdefault(report.nodeid, {"passed": True, "message": "", "diagnoses": [], **props})
         if report.failed or (report.skipped and report.when == "call"):
             entry["passed"] = False
@@ -295,5 +331,6 @@ class Scoreboard:
         out = self.config.getoption("results_json")
         if out:
             payload = {**summarise(self.results), "sandbox": self.config.stash.get(SANDBOX, None),
+                       "replayed": self.replayed,
                        "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}
             write_atomically(Path(out), json.dumps(payload, indent=1))

@@ -17,6 +17,7 @@ checks that call it.
 
 from __future__ import annotations
 
+import collections
 import copy
 import hashlib
 import json
@@ -28,10 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.codec import CodecError, HandleRef, decode_frame, encode, read_frame, recv_exact
+from autograder.codec import CodecError, HandleRef, decode_frame, encode, read_frame_bytes, recv_exact
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,22 +96,15 @@ class WorkerProcess:
                 {"root": str(root), "scratch": str(scratch), "log": str(self.log), "slot": slot})
         self.sock = judge_end
 
-    def exchange(self, frame: bytes, timeout: float, keep: list[bytes] | None = None):
+    def exchange(self, frame: bytes, timeout: float) -> bytes:
         self.sock.settimeout(timeout)
         self.sock.sendall(frame)
-        return self.receive(timeout, keep)
+        return self.receive(timeout)
 
-    def receive(self, timeout: float, keep: list[bytes] | None = None):
-        """The next answer, decoded; its bytes are also appended to ``keep`` when given."""
+    def receive(self, timeout: float) -> bytes:
+        """The next answer, undecoded."""
         deadline = time.monotonic() + timeout
-
-        def read(n: int) -> bytes:
-            chunk = recv_exact(self.sock, n, deadline)
-            if keep is not None:
-                keep.append(chunk)
-            return chunk
-
-        return read_frame(read)
+        return read_frame_bytes(lambda n: recv_exact(self.sock, n, deadline))
 
     def exit_status(self) -> str:
         if self.proc is not None:
@@ -155,8 +149,9 @@ class Student:
         self.root = Path(root).resolve()
         self.timeout, self.slot, self.budget = timeout, slot, budget
         self._seed = seed
-        self._shared = _shared if _shared is not None else {"worker": None, "sandbox": None, "spent": 0.0,
-                                                            "memo": {} if memoize else None, "calls": None}
+        self._shared = _shared if _shared is not None else {
+            "worker": None, "sandbox": None, "spent": 0.0, "memo": {} if memoize else None,
+            "recording": None, "fresh": False, "answered": collections.deque()}
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> "ModuleProxy":
@@ -177,9 +172,13 @@ class Student:
         """The text of ``<module>.py`` (read here, never run here), or None when missing."""
         path = self.root / f"{module}.py"
         try:
-            return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+            text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
         except OSError:
-            return None
+            text = None
+        recording = self._shared["recording"]
+        if recording is not None:
+            recording.sources[module] = text
+        return text
 
     @property
     def sandbox(self) -> dict | None:
@@ -190,7 +189,7 @@ class Student:
     def _start(self) -> WorkerProcess:
         worker = WorkerProcess(self.root, self.slot)
         self._shared["worker"] = worker
-        hello = worker.receive(60.0)  # the worker's first words: what its sandbox enforced
+        hello = decode_frame(worker.receive(60.0))  # the worker's first words: what its sandbox enforced
         self._shared["sandbox"] = hello.get("hello") if isinstance(hello, dict) else None
         return worker
 
@@ -198,66 +197,111 @@ class Student:
         """Send one request (see :mod:`autograder.worker`); the answer, with modules as
         :class:`Handle` objects (or, with ``wrap=False``, as the raw :class:`HandleRef`)."""
         request.setdefault("seed", self._seed)
+        if self._shared["fresh"]:
+            request["fresh"] = True
+            self._shared["fresh"] = False
         frame = encode(request)
         where = str(request.get("target") or request.get("name") or request.get("op"))
-        memo, calls = self._shared["memo"], self._shared["calls"]
+        memo = self._shared["memo"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
             key = hashlib.sha256(frame).digest()
             if key not in memo:
-                answer = self._exchange(frame, where)
+                answer = self._answer(self.ask(frame, where), where)
                 if contains_handle(answer):
                     return self._wrap(answer) if wrap else answer
                 memo[key] = answer
             return copy.deepcopy(memo[key])
-        # The answer's bytes, when recording: a pristine copy whatever the check does with the answer.
-        answer_bytes = [] if calls is not None else None
+        recording = self._shared["recording"]
         try:
-            answer = self._exchange(frame, where, answer_bytes)
-        except StudentError as error:
-            if calls is not None:
-                calls.append((frame, Outcome(error=(error.kind, error.type_name))))
+            answer = self._answered(frame)
+            if answer is None:
+                answer = self.ask(frame, where)
+        except StudentError as error:  # no answer at all: a time-out, a crash, the budget
+            if recording is not None:
+                recording.calls.append(Call(frame, where, Outcome(error=(error.kind, error.type_name))))
             raise
-        if calls is not None:
-            calls.append((frame, Outcome(answer=b"".join(answer_bytes))))
-        return self._wrap(answer) if wrap else answer
+        try:
+            value = self._answer(answer, where)
+        except StudentError as error:
+            if recording is not None:
+                recording.calls.append(Call(frame, where, Outcome(answer, (error.kind, error.type_name))))
+            raise
+        if recording is not None:
+            recording.calls.append(Call(frame, where, Outcome(answer)))
+        return self._wrap(value) if wrap else value
 
-    def start_recording(self) -> None:
-        """Keep every request from now on, with its outcome, for :meth:`stop_recording`."""
-        self._shared["calls"] = []
+    # -- one check at a time --------------------------------------------------------------------
+    def begin_check(self, record: bool = True) -> None:
+        """A check starts: its first request makes the worker forget earlier checks' modules,
+        and (with ``record``) its requests, answers and source reads are kept until :meth:`end_check`."""
+        self._shared["fresh"] = True
+        self._shared["answered"].clear()
+        self._shared["recording"] = Recording() if record else None
 
-    def stop_recording(self) -> list[tuple[bytes, Outcome]]:
-        """The requests (as sent, encoded) and outcomes since :meth:`start_recording`."""
-        calls, self._shared["calls"] = self._shared["calls"], None
-        return calls or []
+    def end_check(self) -> "Recording":
+        """What the check sent and got since :meth:`begin_check` (empty when not recording)."""
+        recording, self._shared["recording"] = self._shared["recording"], None
+        self._shared["answered"].clear()
+        return recording or Recording()
 
-    def _exchange(self, frame: bytes, where: str, keep: list[bytes] | None = None):
+    def preanswer(self, frame: bytes, answer: "bytes | StudentError") -> None:
+        """``frame`` was already asked (by a replay): the check's own identical request gets
+        ``answer`` without asking again, so the worker sees each request once."""
+        self._shared["answered"].append((frame, answer))
+
+    def _answered(self, frame: bytes) -> bytes | None:
+        answered = self._shared["answered"]
+        if not answered:
+            return None
+        asked, answer = answered.popleft()
+        if asked != frame:  # the check took another path than the replay: ask for real from here
+            answered.clear()
+            return None
+        if isinstance(answer, StudentError):
+            raise answer
+        return answer
+
+    # -- transport ------------------------------------------------------------------------------
+    def ask(self, frame: bytes, where: str) -> bytes:
+        """Send an encoded request; the worker's answer, undecoded. StudentError when there
+        is no answer (time-out, crash, budget used up)."""
         left = self.budget - self._shared["spent"]
         if left <= 0:
             raise StudentError("timeout", f"{where} not run: the submission used up its {self.budget:g} s budget")
         started = time.monotonic()
         try:
             worker = self._shared["worker"] or self._start()
-            answer = worker.exchange(frame, min(self.timeout, left), keep)
+            return worker.exchange(frame, min(self.timeout, left))
         except TimeoutError:
             self.close()
             raise StudentError("timeout", f"{where} timed out after {min(self.timeout, left):g} s") from None
         except (EOFError, OSError, CodecError) as exc:
-            worker = self._shared["worker"]
-            status = worker.exit_status() if worker else "it never started"
-            tail = worker.output_tail() if worker else ""
-            self.close()
-            detail = f"\n--- output before it stopped ---\n{tail}" if tail else ""
-            raise StudentError("crashed", f"the process running your code stopped during {where} "
-                                          f"({status}; {type(exc).__name__}: {exc}){detail}") from None
+            self._crashed(where, exc)
         finally:
             self._shared["spent"] += time.monotonic() - started
-        if not isinstance(answer, dict) or ("ok" not in answer and "error" not in answer):
+
+    def _crashed(self, where: str, exc: Exception):
+        worker = self._shared["worker"]
+        status = worker.exit_status() if worker else "it never started"
+        tail = worker.output_tail() if worker else ""
+        self.close()
+        detail = f"\n--- output before it stopped ---\n{tail}" if tail else ""
+        raise StudentError("crashed", f"the process running your code stopped during {where} "
+                                      f"({status}; {type(exc).__name__}: {exc}){detail}") from None
+
+    def _answer(self, answer: bytes, where: str):
+        """The value of an answer; StudentError for the student's errors and malformed answers."""
+        try:
+            message = decode_frame(answer)
+        except CodecError as exc:  # the channel was tampered with: nothing more from this worker
+            self._crashed(where, exc)
+        if not isinstance(message, dict) or ("ok" not in message and "error" not in message):
             raise StudentError("bad_value", f"{where}: malformed answer from the worker")
-        if "error" in answer:
-            error = answer["error"] if isinstance(answer["error"], dict) else {}
+        if "error" in message:
+            error = message["error"] if isinstance(message["error"], dict) else {}
             raise StudentError(str(error.get("kind", "exception")), str(error.get("message", "failed")),
                                str(error.get("type", "")), str(error.get("where", where)), str(error.get("trace", "")))
-        return answer["ok"]
+        return message["ok"]
 
     def _wrap(self, value):
         if isinstance(value, HandleRef):
@@ -276,7 +320,8 @@ class Student:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one request gave: the answer (as received, encoded), or an error as ``(kind, exception type)``."""
+    """What one request gave: the answer as received (encoded; empty when none came: a
+    time-out, a crash) and, for an error, ``(kind, exception type)``."""
 
     answer: bytes = b""
     error: tuple[str, str] | None = None
@@ -284,6 +329,29 @@ class Outcome:
     @property
     def value(self):
         return decode_frame(self.answer)["ok"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request a check sent, encoded, and its outcome."""
+
+    frame: bytes
+    where: str
+    outcome: Outcome
+
+
+@dataclass
+class Recording:
+    """What one check sent and got: its calls in order, and the sources it read."""
+
+    calls: list[Call] = field(default_factory=list)
+    sources: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def replayable(self) -> bool:
+        """Did every call get an answer from the student's code (no time-out, no crash)? Only
+        such a run depends on nothing but the answers and the sources."""
+        return all(c.outcome.answer and (c.outcome.error or ("",))[0] != "crashed" for c in self.calls)
 
 
 def contains_handle(value) -> bool:

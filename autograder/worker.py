@@ -18,6 +18,9 @@ Requests (all optional fields may be omitted):
   {"op": "grad", "target" | "handle": ..., "args": [...], "kwargs": {...}, "upstream": tensor}
       run the call, backpropagate ``upstream`` and return the gradients of the tensor
       arguments (and of the module's parameters).
+Any request may carry ``"fresh": true`` (the first request of each check does): the worker
+first forgets the modules it built, so handle ids start again at 1 and do not depend on what
+earlier checks did.
 Answers: {"ok": value} or {"error": {"kind", "type", "message", "where", "trace"}}.
 """
 
@@ -110,6 +113,8 @@ class Worker:
     def serve(self, request: dict):
         op = request.get("op")
         seed = request.get("seed")
+        if request.get("fresh"):
+            self.handles.clear()
         # The CPU generator is the one torch.manual_seed reseeds here (no accelerator), at 1% of the cost.
         torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
         args = self.materialise(list(request.get("args") or []))
@@ -195,7 +200,14 @@ def describe_exception(exc: BaseException) -> str:
 
 
 def student_frames(exc: BaseException, root: str) -> list[traceback.FrameSummary]:
-    return [f for f in traceback.extract_tb(exc.__traceback__) if os.path.realpath(f.filename).startswith(root + os.sep)]
+    """The traceback's frames in the submission's files, named relative to it ("heads.py")."""
+    frames = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = os.path.realpath(frame.filename)
+        if path.startswith(root + os.sep):
+            frame.filename = os.path.relpath(path, root)
+            frames.append(frame)
+    return frames
 
 
 def innermost_student_code(exc: BaseException, root: str):

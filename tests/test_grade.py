@@ -178,3 +178,46 @@ def test_broken_inputs_never_stop_the_batch(tmp_path):
     assert float(table["huge"]["total"]) == 90
     assert "conftest.py: not part of the assignment" in table["helper"]["status"]
     assert table["helper"]["total"] == "100"
+
+
+COUNTING_SOFTMAX = '''
+
+_served = 0
+_correct_softmax = softmax
+
+
+def softmax(scores, dim=-1):
+    """Right on four calls out of five: its answers depend on how many calls it has served."""
+    global _served
+    _served += 1
+    weights = _correct_softmax(scores, dim)
+    return weights * 1.5 if _served % 5 == 0 else weights
+'''
+
+
+def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
+    """In a lane, a check answered byte for byte as on an earlier passing run passes by replay
+    (autograder.replay). Verdicts and messages must be those of a full run: on copies of the
+    reference (the second copy replays every check), full marks written in other styles, typical
+    mistakes, and a submission whose answers depend on how many calls it has served (if a replay
+    made its worker answer a request twice, or skip one, its failures would move)."""
+    cohort = tmp_path / "cohort"
+    for name in ("a_reference", "a_reference_again"):
+        shutil.copytree(SOLUTIONS, cohort / name / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    for student in ("ben", "chen", "eli", "hana"):
+        shutil.copytree(DEMO / student, cohort / student, symlinks=True)
+    counting = cohort / "zed" / "attention"
+    shutil.copytree(SOLUTIONS, counting, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    with open(counting / "softmax.py", "a") as module:
+        module.write(COUNTING_SOFTMAX)
+
+    replayed = grade(cohort, tmp_path / "replayed", jobs=1, stream=io.StringIO())
+    full = grade(cohort, tmp_path / "full", jobs=1, stream=io.StringIO(), replay=False)
+    assert full["replayed_checks"] == 0
+    checks = len(json.loads((tmp_path / "full" / "a_reference" / "results.json").read_text())["tests"])
+    assert replayed["replayed_checks"] > checks  # the second copy, and more
+    for student in sorted(p.name for p in cohort.iterdir()):
+        mine, theirs = (json.loads((tmp_path / run / student / "results.json").read_text())
+                        for run in ("replayed", "full"))
+        assert mine["tests"] == theirs["tests"], student
+    assert 0 < float(rows(tmp_path / "full")["zed"]["softmax"]) < 15

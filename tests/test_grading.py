@@ -129,18 +129,18 @@ def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
     diagnoser = Diagnoser(KNOWN_MISTAKES, SOLUTIONS, slot=None)
     reference = Student(SOLUTIONS)
     try:
-        reference.start_recording()
+        reference.begin_check()
         reference.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=torch.ones(3, 4, dtype=torch.bool))
         reference.masking.CausalAttention(3, 2, 6, 0.0)(torch.ones(2, 6, 3))
-        calls = reference.stop_recording()
+        calls = reference.end_check().calls
         assert len(calls) == 3
         for part in ("dropout", "masking"):
             assert diagnoser.diagnose(part, calls) == []
         # The same calls answered as a known mistake would answer them are diagnosed.
         mutant = diagnoser.runner("dropout.no_rescaling", known_mistake("dropout", "no_rescaling"))
-        mutant.start_recording()
+        mutant.begin_check()
         mutant.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=torch.ones(3, 4, dtype=torch.bool))
-        assert [m.id for m in diagnoser.diagnose("dropout", mutant.stop_recording())] == ["dropout.no_rescaling"]
+        assert [m.id for m in diagnoser.diagnose("dropout", mutant.end_check().calls)] == ["dropout.no_rescaling"]
     finally:
         reference.close()
         diagnoser.close()
