@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from autograder.student import Recording, Student, StudentError
 
 # Passing runs kept per check: one per way of answering (students who compute in a different
-# order get different bits), a few ways per class are common.
+# order get different bits). A few ways per class are common; the least recently matched
+# run makes room for a new one.
 RUNS_PER_CHECK = 8
 
 
@@ -51,18 +52,22 @@ class Replays:
             return
         run = PassingRun(tuple(sorted(recording.sources.items())),
                          tuple((c.frame, c.where, digest(c.outcome.answer)) for c in recording.calls))
-        runs = self.runs.setdefault(key, [])
-        if run not in runs and len(runs) < RUNS_PER_CHECK:
-            runs.append(run)
+        runs = self.runs.setdefault(key, [])  # most recently matched first
+        if run not in runs:
+            runs.insert(0, run)
+            del runs[RUNS_PER_CHECK:]
 
     def replay(self, key, student: Student) -> bool:
         """True when the student answered every request of an earlier passing run of ``key``
         as that run was answered (the check passes); False when the check must run."""
-        candidates = [run for run in self.runs.get(key, ())
-                      if all(student.source(module) == text for module, text in run.sources)]
+        runs = self.runs.get(key, [])
+        candidates = [run for run in runs if all(student.source(module) == text for module, text in run.sources)]
         step = 0
         while candidates:
-            if any(len(run.steps) == step for run in candidates):
+            matched = [run for run in candidates if len(run.steps) == step]
+            if matched:
+                runs.remove(matched[0])
+                runs.insert(0, matched[0])
                 return True
             frame, where, _ = candidates[0].steps[step]
             try:

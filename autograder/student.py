@@ -212,15 +212,9 @@ class Student:
                 memo[key] = answer
             return copy.deepcopy(memo[key])
         recording = self._shared["recording"]
+        answer = b""  # stays empty when no answer came (a time-out, a crash, the budget)
         try:
-            answer = self._answered(frame)
-            if answer is None:
-                answer = self.ask(frame, where)
-        except StudentError as error:  # no answer at all: a time-out, a crash, the budget
-            if recording is not None:
-                recording.calls.append(Call(frame, where, Outcome(error=(error.kind, error.type_name))))
-            raise
-        try:
+            answer = self._answered(frame) or self.ask(frame, where)
             value = self._answer(answer, where)
         except StudentError as error:
             if recording is not None:

@@ -2,8 +2,8 @@
 
 import torch
 
-from autograder.replay import Replays
-from autograder.student import Student
+from autograder.replay import RUNS_PER_CHECK, Replays
+from autograder.student import Recording, Student
 from conftest import SOLUTIONS, submission_with
 
 COUNTING = '''
@@ -69,3 +69,20 @@ def test_a_check_is_replayed_only_for_the_same_answers_and_the_same_source(tmp_p
     finally:
         for student in (reference, copy, counting):
             student.close()
+
+
+def test_the_least_recently_matched_run_makes_room(tmp_path):
+    """A check keeps RUNS_PER_CHECK passing runs; a popular way of answering stays."""
+    def source_only(text: str) -> Recording:
+        return Recording(sources={"softmax": text})
+
+    def replays_for(text: str) -> bool:
+        (tmp_path / "softmax.py").write_text(text)
+        return replays.replay("check", Student(tmp_path))  # no requests: no worker starts
+
+    replays = Replays()
+    for i in range(RUNS_PER_CHECK + 1):
+        replays.remember("check", source_only(f"# way {i}\n"))
+    assert not replays_for("# way 0\n") and replays_for("# way 1\n")
+    replays.remember("check", source_only("# a new way\n"))
+    assert replays_for("# way 1\n") and not replays_for("# way 2\n")
