@@ -63,12 +63,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="copies graded again with replay off (0: skip)")
     options = parser.parse_args(argv)
     jobs = options.jobs
+    if 0 < options.full_copies <= jobs:
+        parser.error(f"--full-copies must be 0 or more than --jobs ({jobs}): the first copy in each lane is start-up")
     with tempfile.TemporaryDirectory(prefix="attention-bench-") as tmp:
         work = Path(tmp)
         import_before = torch_import_seconds()
         baseline, _ = timed_grade(jobs, jobs, work)  # the first submission of a lane has nothing to replay
         total, replayed = timed_grade(options.copies, jobs, work)
-        full = timed_grade(options.full_copies, jobs, work, replay=False)[0] if options.full_copies > jobs else None
+        full = timed_grade(options.full_copies, jobs, work, replay=False)[0] if options.full_copies else None
         # The fastest of ten, before and after grading: page cache and machine load move it by 20%.
         import_torch = min(import_before, torch_import_seconds())
     marginal = (total - baseline) / max(options.copies - jobs, 1)

@@ -1,11 +1,13 @@
 """Check replay: a grading lane does not judge the same answers twice.
 
 A check is a deterministic function of what it gets from the student: the answers to its
-requests and the sources it reads (its inputs come from fixed seeds and private generators,
-its property examples from one fixed hypothesis seed, the reference solution is fixed). So
-when a submission answers a check's requests byte for byte as an earlier submission did on a
-run where that check passed, the check would pass again, and the judge's side of it (drawing
-examples, computing expected values with trusted torch and the reference) need not run.
+requests and the sources it reads. Its inputs come from fixed seeds and private generators;
+its property examples from one fixed hypothesis seed (and no "local constants", see the
+plugin); the judge's torch RNG is reseeded before each check; the reference solution is fixed
+and has no time budget to run out of. So when a submission answers a check's requests byte
+for byte as an earlier submission did on a run where that check passed, the check would pass
+again, and the judge's side of it (drawing examples, computing expected values with trusted
+torch and the reference) need not run.
 
 :meth:`Replays.replay` asks the student's worker the requests of the check's earlier passing
 runs, one at a time, for as long as the answers match one of those runs; when a run is
@@ -29,14 +31,18 @@ from autograder.student import Recording, Student, StudentError
 RUNS_PER_CHECK = 8
 
 
-def digest(answer: bytes) -> bytes:
-    return hashlib.blake2b(answer, digest_size=16).digest()
+def digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def source_digest(text: str | None) -> bytes | None:
+    return None if text is None else digest(text.encode())
 
 
 @dataclass(frozen=True)
 class PassingRun:
-    sources: tuple[tuple[str, str | None], ...]
     steps: tuple[tuple[bytes, str, bytes], ...]  # (request frame, what it calls, digest of the answer)
+    sources: tuple[tuple[str, bytes | None], ...]  # (module, digest of its text) for each source the check read
 
 
 class Replays:
@@ -44,15 +50,22 @@ class Replays:
 
     def __init__(self):
         self.runs: dict[object, list[PassingRun]] = {}
+        # Checks that once asked other than an earlier run with the same answers: not
+        # deterministic after all, so never replayed again in this process.
+        self.distrusted: set = set()
 
     def remember(self, key, recording: Recording) -> None:
         """Keep a passing run of the check ``key`` (runs with a time-out or a crash are not kept:
         they depend on the clock)."""
-        if not recording.replayable:
+        if recording.diverged:
+            self.distrusted.add(key)
+            self.runs.pop(key, None)
+        if key in self.distrusted or not recording.replayable:
             return
-        run = PassingRun(tuple(sorted(recording.sources.items())),
-                         tuple((c.frame, c.where, digest(c.outcome.answer)) for c in recording.calls))
         runs = self.runs.setdefault(key, [])  # most recently matched first
+        known = {frame: frame for run in runs for frame, _, _ in run.steps}  # one copy of a frame runs share
+        run = PassingRun(tuple((known.get(c.frame, c.frame), c.where, digest(c.outcome.answer)) for c in recording.calls),
+                         tuple(sorted((module, source_digest(text)) for module, text in recording.sources.items())))
         if run not in runs:
             runs.insert(0, run)
             del runs[RUNS_PER_CHECK:]
@@ -61,7 +74,10 @@ class Replays:
         """True when the student answered every request of an earlier passing run of ``key``
         as that run was answered (the check passes); False when the check must run."""
         runs = self.runs.get(key, [])
-        candidates = [run for run in runs if all(student.source(module) == text for module, text in run.sources)]
+        # Sources first, as a check may choose its requests by them (the staged sources of a
+        # submission do not change while it is graded: workers cannot write them).
+        candidates = [run for run in runs if all(source_digest(student.source(module, record=False)) == seen
+                                                 for module, seen in run.sources)]
         step = 0
         while candidates:
             matched = [run for run in candidates if len(run.steps) == step]

@@ -168,7 +168,7 @@ class Student:
         wire = [[spec[0], list(spec[1:]), {}] for spec in specs]
         return self.request({"op": "build", "specs": wire, "seed": seed})
 
-    def source(self, module: str) -> str | None:
+    def source(self, module: str, record: bool = True) -> str | None:
         """The text of ``<module>.py`` (read here, never run here), or None when missing."""
         path = self.root / f"{module}.py"
         try:
@@ -176,7 +176,7 @@ class Student:
         except OSError:
             text = None
         recording = self._shared["recording"]
-        if recording is not None:
+        if record and recording is not None:
             recording.sources[module] = text
         return text
 
@@ -197,20 +197,17 @@ class Student:
         """Send one request (see :mod:`autograder.worker`); the answer, with modules as
         :class:`Handle` objects (or, with ``wrap=False``, as the raw :class:`HandleRef`)."""
         request.setdefault("seed", self._seed)
-        if self._shared["fresh"]:
-            request["fresh"] = True
-            self._shared["fresh"] = False
-        frame = encode(request)
         where = str(request.get("target") or request.get("name") or request.get("op"))
         memo = self._shared["memo"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
-            key = hashlib.sha256(frame).digest()
+            key = hashlib.sha256(encode(request)).digest()
             if key not in memo:
-                answer = self._answer(self.ask(frame, where), where)
+                answer = self._answer(self.ask(self._frame(request), where), where)
                 if contains_handle(answer):
                     return self._wrap(answer) if wrap else answer
                 memo[key] = answer
             return copy.deepcopy(memo[key])
+        frame = self._frame(request)
         recording = self._shared["recording"]
         answer = b""  # stays empty when no answer came (a time-out, a crash, the budget)
         try:
@@ -223,6 +220,13 @@ class Student:
         if recording is not None:
             recording.calls.append(Call(frame, where, Outcome(answer)))
         return self._wrap(value) if wrap else value
+
+    def _frame(self, request: dict) -> bytes:
+        """The request encoded; the first one of a check that reaches the worker is marked fresh."""
+        if self._shared["fresh"]:
+            request["fresh"] = True
+            self._shared["fresh"] = False
+        return encode(request)
 
     # -- one check at a time --------------------------------------------------------------------
     def begin_check(self, record: bool = True) -> None:
@@ -250,6 +254,8 @@ class Student:
         asked, answer = answered.popleft()
         if asked != frame:  # the check took another path than the replay: ask for real from here
             answered.clear()
+            if self._shared["recording"] is not None:
+                self._shared["recording"].diverged = True
             return None
         if isinstance(answer, StudentError):
             raise answer
@@ -330,7 +336,7 @@ class Call:
     """One request a check sent, encoded, and its outcome."""
 
     frame: bytes
-    where: str
+    where: str  # what it calls ("softmax.softmax"), for messages without decoding the frame
     outcome: Outcome
 
 
@@ -340,6 +346,7 @@ class Recording:
 
     calls: list[Call] = field(default_factory=list)
     sources: dict[str, str | None] = field(default_factory=dict)
+    diverged: bool = False  # the check asked other than a replay with the same answers had asked
 
     @property
     def replayable(self) -> bool:

@@ -211,13 +211,20 @@ def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
     with open(counting / "softmax.py", "a") as module:
         module.write(COUNTING_SOFTMAX)
 
-    replayed = grade(cohort, tmp_path / "replayed", jobs=1, stream=io.StringIO())
+    students = sorted(p.name for p in cohort.iterdir())
+    backwards = tmp_path / "backwards"  # the same cohort, graded in the opposite order
+    for rank, student in enumerate(reversed(students)):
+        shutil.copytree(cohort / student, backwards / f"{rank:02d}-{student}", symlinks=True)
+
     full = grade(cohort, tmp_path / "full", jobs=1, stream=io.StringIO(), replay=False)
     assert full["replayed_checks"] == 0
     checks = len(json.loads((tmp_path / "full" / "a_reference" / "results.json").read_text())["tests"])
-    assert replayed["replayed_checks"] > checks  # the second copy, and more
-    for student in sorted(p.name for p in cohort.iterdir()):
-        mine, theirs = (json.loads((tmp_path / run / student / "results.json").read_text())
-                        for run in ("replayed", "full"))
-        assert mine["tests"] == theirs["tests"], student
+    for folder, run in ((cohort, "replayed"), (backwards, "replayed-backwards")):
+        replayed = grade(folder, tmp_path / run, jobs=1, stream=io.StringIO())
+        assert replayed["replayed_checks"] > checks  # a whole copy of the reference, and more
+        for rank, student in enumerate(reversed(students)):
+            name = student if folder is cohort else f"{rank:02d}-{student}"
+            mine, theirs = (json.loads(path.read_text()) for path in (
+                tmp_path / run / name / "results.json", tmp_path / "full" / student / "results.json"))
+            assert mine["tests"] == theirs["tests"], (run, student)
     assert 0 < float(rows(tmp_path / "full")["zed"]["softmax"]) < 15

@@ -1,10 +1,17 @@
 """Check replay (autograder/replay.py) at the level of one check: what it passes, what it hands over."""
 
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
 import torch
 
 from autograder.replay import RUNS_PER_CHECK, Replays
-from autograder.student import Recording, Student
-from conftest import SOLUTIONS, submission_with
+from autograder.student import Recording, Student, StudentError
+from conftest import KIT, SOLUTIONS, submission_with
 
 COUNTING = '''
 _served = 0
@@ -86,3 +93,97 @@ def test_the_least_recently_matched_run_makes_room(tmp_path):
     assert not replays_for("# way 0\n") and replays_for("# way 1\n")
     replays.remember("check", source_only("# a new way\n"))
     assert replays_for("# way 1\n") and not replays_for("# way 2\n")
+
+
+DRAWING_CHECK = '''
+import json
+import os
+
+from hypothesis import given, settings, strategies as st
+
+DRAWN = []
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 10**6))
+def test_draws(n):
+    DRAWN.append(n)
+
+
+def teardown_module():
+    with open(os.environ["DRAWN_TO"], "w") as out:
+        json.dump(DRAWN, out)
+'''
+
+
+def test_property_examples_do_not_depend_on_which_local_modules_are_imported(tmp_path):
+    """`make check`, a grading lane and Gradescope import different kit modules; the examples
+    a seed draws must not change with them (hypothesis draws literals of imported local
+    modules unless the plugin stops it), or a grade would depend on where it was computed."""
+    (tmp_path / "test_draws.py").write_text(DRAWING_CHECK)
+    (tmp_path / "many_constants.py").write_text(f"CONSTANTS = {[123_457 + i for i in range(50)]}\n")
+    drawn = []
+    for extra in ([], ["-p", "many_constants"]):
+        out = tmp_path / f"drawn{len(drawn)}.json"
+        env = {**os.environ, "PYTHONPATH": f"{KIT}{os.pathsep}{tmp_path}", "DRAWN_TO": str(out)}
+        subprocess.run([sys.executable, "-m", "pytest", str(tmp_path / "test_draws.py"), "-p", "autograder.plugin",
+                        "-p", "no:cacheprovider", "-q", *extra], cwd=tmp_path, env=env, check=True,
+                       capture_output=True, timeout=300)
+        drawn.append(json.loads(out.read_text()))
+    assert len(drawn[0]) > 100 and drawn[0] == drawn[1]
+
+
+SLOW = '''
+def normalize_sum(scores, dim=-1):
+    while True:
+        pass
+'''
+
+
+def test_a_time_out_during_a_replay_fails_the_check_once_and_is_not_remembered(tmp_path):
+    scores = torch.tensor([1.0, 3.0])
+
+    def check(student):
+        student.softmax.normalize_sum(scores)
+
+    replays = Replays()
+    reference, slow = Student(SOLUTIONS), Student(submission_with(tmp_path, {"softmax": SLOW}), timeout=1.0)
+    try:
+        checked(reference, replays, check)
+        slow.begin_check()
+        assert not replays.replay(check, slow)
+        started = time.monotonic()
+        with pytest.raises(StudentError) as raised:
+            check(slow)
+        assert raised.value.kind == "timeout" and time.monotonic() - started < 0.5  # the replay's answer, not a rerun
+        recording = slow.end_check()
+        assert not recording.replayable
+        replays.remember(check, recording)
+        assert len(replays.runs[check]) == 1
+    finally:
+        reference.close()
+        slow.close()
+
+
+def test_a_check_that_asks_otherwise_for_the_same_answers_is_never_replayed_again(tmp_path):
+    """Replay rests on checks being deterministic; one that is not is caught and left alone."""
+    scores = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    inputs = iter([scores, scores + 1, scores + 2])
+
+    def unsteady(student):
+        student.softmax.normalize_sum(next(inputs))
+        student.softmax.normalize_sum(scores)
+
+    replays = Replays()
+    reference = Student(SOLUTIONS)
+    counting = Student(submission_with(tmp_path, {"softmax": COUNTING}))
+    try:
+        checked(reference, replays, unsteady)
+        with pytest.raises(AssertionError):  # the counting submission's answer differs: the check runs...
+            assert checked(counting, replays, unsteady)
+        assert unsteady in replays.distrusted and unsteady not in replays.runs  # ...and asks for other inputs
+        reference.begin_check()
+        assert not replays.replay(unsteady, reference)
+    finally:
+        reference.close()
+        counting.close()
