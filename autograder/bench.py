@@ -15,22 +15,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from autograder.grade import REFERENCE, grade
+from autograder.grade import REFERENCE, copy_modules, grade
 
 
 def cohort(folder: Path, copies: int) -> Path:
     for i in range(copies):
-        target = folder / f"student{i:04d}" / "attention"
-        target.mkdir(parents=True)
-        for module in REFERENCE.glob("*.py"):
-            shutil.copy(module, target / module.name)
+        copy_modules(REFERENCE, folder / f"student{i:04d}" / "attention")
     return folder
 
 

@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from autograder.grade import CHECKS, REFERENCE
+from autograder.grade import CHECKS, REFERENCE, copy_modules
 from autograder.release import ASSIGNMENT, KIT_ROOT, directory
 
 PLATFORMS = KIT_ROOT / "platforms"
@@ -63,10 +63,7 @@ def gradescope_zip(dist: Path = DIST) -> Path:
         root = Path(tmp)
         copy_harness(root)
         shutil.copytree(CHECKS, root / CHECKS.relative_to(KIT_ROOT), ignore=SKIP)
-        reference = root / REFERENCE.relative_to(KIT_ROOT)
-        reference.mkdir(parents=True)
-        for module in REFERENCE.glob("*.py"):
-            shutil.copy(module, reference / module.name)
+        copy_modules(REFERENCE, root / REFERENCE.relative_to(KIT_ROOT))
         for name in ("setup.sh", "run_autograder"):
             shutil.copy(PLATFORMS / "gradescope" / name, root / name)
         return zip_folder(root, dist / "attention-gradescope.zip")

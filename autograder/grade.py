@@ -52,6 +52,19 @@ def discover(submissions: Path) -> list[Submission]:
     return found
 
 
+def part_of_assignment(path: Path) -> bool:
+    """One of the six modules, or a notebook: all a submission is graded on."""
+    return path.name in MODULES or path.suffix == ".ipynb"
+
+
+def copy_modules(source: Path, target: Path) -> Path:
+    """Copy the Python modules of ``source`` (a solution folder) into ``target``; return ``target``."""
+    target.mkdir(parents=True, exist_ok=True)
+    for module in source.glob("*.py"):
+        shutil.copy(module, target / module.name)
+    return target
+
+
 def stage(submission: Submission, into: Path) -> Path:
     """Copy what may be graded into a private folder; say what was left out and why."""
     target = into / submission.student / ASSIGNMENT
@@ -68,7 +81,7 @@ def stage(submission: Submission, into: Path) -> Path:
             continue
         if not path.is_file():
             continue
-        if name not in MODULES and path.suffix != ".ipynb":
+        if not part_of_assignment(path):
             submission.notes.append(f"{name}: not part of the assignment, not graded")
             continue
         if path.stat().st_size > MAX_FILE_BYTES:

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import reports
-from autograder.grade import MAX_FILE_BYTES, MODULES, grade
+from autograder.grade import MAX_FILE_BYTES, MODULES, grade, part_of_assignment
 from autograder.release import ASSIGNMENT
 
 MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
@@ -130,8 +130,7 @@ def collect(upload: Path, into: Path) -> list[str]:
             notes.append(f"the modules were found in {shown(folder, work / 'upload')}/ and graded from there")
         if folder is not None:
             for path in sorted(folder.iterdir()):
-                if path.is_file() and (path.name in MODULES or path.suffix == ".ipynb") \
-                        and path.stat().st_size <= MAX_FILE_BYTES:
+                if path.is_file() and part_of_assignment(path) and path.stat().st_size <= MAX_FILE_BYTES:
                     shutil.copyfile(path, into / path.name)
     finally:
         shutil.rmtree(work, ignore_errors=True)

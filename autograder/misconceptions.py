@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from autograder.codec import HandleRef, decode_frame
+from autograder.grade import copy_modules
 from autograder.student import Call, Student, StudentError
 
 CATALOGUE = "misconceptions.toml"
@@ -111,10 +112,8 @@ class Diagnoser:
             if self.folder is None:
                 self.folder = Path(tempfile.mkdtemp(prefix="attention-mutants-"))
                 self.folder.chmod(0o755)  # confined workers run under their own user id
-            folder = self.folder / name
-            folder.mkdir(mode=0o755)
-            for module in self.reference.glob("*.py"):
-                shutil.copy(module, folder / module.name)
+            folder = copy_modules(self.reference, self.folder / name)
+            folder.chmod(0o755)
             if mistake is not None:
                 module = folder / f"{mistake.part}.py"
                 module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")

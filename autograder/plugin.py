@@ -101,6 +101,7 @@ CHECKS_DIR = pytest.StashKey[Path]()
 CALLS = pytest.StashKey[list]()
 DIAGNOSER = pytest.StashKey[object]()
 REPLAYED = pytest.StashKey[bool]()
+REFERENCE_ROOT = pytest.StashKey[Path]()
 SANDBOX = pytest.StashKey[dict]()
 
 
@@ -158,7 +159,11 @@ def sandbox_slot(config) -> int | None:
 
 
 def reference_root(config) -> Path:
-    return Path(config.getoption("reference") or KIT_ROOT / "solutions" / "attention").resolve()
+    """The reference solution's folder, resolved once a session (every check's replay key needs it)."""
+    if REFERENCE_ROOT not in config.stash:
+        config.stash[REFERENCE_ROOT] = Path(config.getoption("reference") or
+                                            KIT_ROOT / "solutions" / "attention").resolve()
+    return config.stash[REFERENCE_ROOT]
 
 
 _references: dict[Path, Student] = {}

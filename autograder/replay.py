@@ -76,8 +76,9 @@ class Replays:
         runs = self.runs.get(key, [])
         # Sources first, as a check may choose its requests by them (the staged sources of a
         # submission do not change while it is graded: workers cannot write them).
-        candidates = [run for run in runs if all(source_digest(student.source(module, record=False)) == seen
-                                                 for module, seen in run.sources)]
+        modules = {module for run in runs for module, _ in run.sources}
+        current = {module: source_digest(student.source(module, record=False)) for module in modules}
+        candidates = [run for run in runs if all(current[module] == seen for module, seen in run.sources)]
         step = 0
         while candidates:
             matched = [run for run in candidates if len(run.steps) == step]
