@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
         print(f"graded {run['graded']} submissions ({run['skipped']} unchanged, skipped) of {run['students']} "
               f"in {run['seconds']:.1f} s; mean {run['mean']:.1f}/100; reports in {options.out}/ "
-              f"(grades.csv, report.html, <student>/feedback.md)")
+              f"(grades.csv, report.html, students/<student>/feedback.md)")
         return 0
     import pytest
 

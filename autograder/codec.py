@@ -24,7 +24,10 @@ DTYPES = {
 }
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
-MAX_FRAME_BYTES = 512 * 1024 * 1024
+# What one message may hold. The lab's largest answers are a few hundred KiB; the caps bound
+# what a hostile worker can make the judge read, hold and parse.
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_HEADER_BYTES = 1024 * 1024
 
 
 class CodecError(ValueError):
@@ -123,12 +126,12 @@ def decode(header: bytes, blobs: list[bytes]):
     """Rebuild a message from a frame's header and blobs (see :func:`read_frame`)."""
     try:
         tree = json.loads(header)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CodecError(f"malformed header: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise CodecError(f"malformed header: {str(exc)[:200]}") from None
     try:
         return _decode(tree, blobs)
-    except (IndexError, KeyError, TypeError) as exc:
-        raise CodecError(f"malformed message: {exc!r}") from None
+    except (IndexError, KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise CodecError(f"malformed message: {type(exc).__name__}") from None
 
 
 def recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
@@ -153,8 +156,8 @@ def read_frame_bytes(read_exact, limit: int = MAX_FRAME_BYTES) -> bytes:
     are refused before their contents are read."""
     head = read_exact(8)
     size, count = struct.unpack("<II", head)
-    if size > limit or count > limit // 8:
-        raise CodecError(f"message header of {size} bytes exceeds the limit")
+    if size > min(limit, MAX_HEADER_BYTES) or count > limit // 8:
+        raise CodecError(f"a message header of {size} bytes and {count} blobs is over the limit")
     parts = [head, read_exact(size)]
     total = size
     for _ in range(count):

@@ -1,11 +1,12 @@
 """``make grade``: grade every submission of a cohort and write the reports.
 
 Layout in (nbgrader's): ``<submissions>/<student>/attention/``. Layout out:
-``<out>/grades.csv``, ``<out>/report.html`` and per student ``results.json`` (Gradescope's
-format), ``feedback.md`` and ``feedback.html``.
+``<out>/grades.csv``, ``<out>/report.html`` and, in ``<out>/students/<student>/``,
+``results.json`` (Gradescope's format), ``feedback.md`` and ``feedback.html``. Student folders
+live apart from the class's files, so no student name (``grades.csv``) can take their place.
 
 Each submission is first *staged*: its regular files are copied into a private folder
-(symlinks that leave the submission, oversized and unexpected files are left out and said
+named by its position in the cohort, never by the student's name (symlinks that leave the submission, oversized and unexpected files are left out and said
 so), then graded by one of ``jobs`` lanes (:mod:`autograder.lane`). A student's reports are
 written, atomically, as soon as that student is graded, together with a fingerprint of the
 submission and of the checks; a later run skips every student whose fingerprint still
@@ -28,12 +29,18 @@ from pathlib import Path
 
 from autograder import PARTS, reports
 from autograder.release import ASSIGNMENT, KIT_ROOT
+from autograder.text import one_line
 
 CHECKS = KIT_ROOT / "source" / ASSIGNMENT / "tests"
 REFERENCE = KIT_ROOT / "solutions" / ASSIGNMENT
 MODULES = tuple(f"{part}.py" for part in PARTS)
 MAX_FILE_BYTES = 1024 * 1024
 FINGERPRINT = ".fingerprint"
+STUDENTS = "students"  # <out>/students/<student>/: one folder per student, apart from the class's files
+
+
+def student_folder(out: Path, student: str) -> Path:
+    return out / STUDENTS / student
 
 
 @dataclass
@@ -66,8 +73,8 @@ def copy_modules(source: Path, target: Path) -> Path:
 
 
 def stage(submission: Submission, into: Path) -> Path:
-    """Copy what may be graded into a private folder; say what was left out and why."""
-    target = into / submission.student / ASSIGNMENT
+    """Copy what may be graded into ``into/attention/``; say what was left out and why."""
+    target = into / ASSIGNMENT
     target.mkdir(parents=True)
     source = submission.folder
     if not source.is_dir():
@@ -133,13 +140,13 @@ def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
 class Lane:
     """One judge process (:mod:`autograder.lane`), restarted if it ever stops."""
 
-    def __init__(self, slot: int, call_timeout: float, budget: float, replay: bool = True):
-        self.slot, self.call_timeout, self.budget, self.replay = slot, call_timeout, budget, replay
+    def __init__(self, call_timeout: float, budget: float, replay: bool = True):
+        self.call_timeout, self.budget, self.replay = call_timeout, budget, replay
         self.proc = None
 
     def start(self):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.lane", "--slot", str(self.slot), "--checks", str(CHECKS),
+            [sys.executable, "-m", "autograder.lane", "--checks", str(CHECKS),
              "--reference", str(REFERENCE), "--call-timeout", str(self.call_timeout), "--budget", str(self.budget),
              *([] if self.replay else ["--no-replay"])],
             cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -183,11 +190,12 @@ class Progress:
             self.done += 1
             if self.tty:
                 filled = int(30 * self.done / max(self.total, 1))
-                self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} {student[:30]:<30}")
+                self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
+                                  f"{one_line(student)[:30]:<30}")
                 if self.done == self.total:
                     self.stream.write("\n")
             else:
-                self.stream.write(f"graded {self.done}/{self.total}: {student}: {outcome}\n")
+                self.stream.write(f"graded {self.done}/{self.total}: {one_line(student)}: {one_line(outcome)}\n")
             self.stream.flush()
 
 
@@ -200,12 +208,12 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     cohort = discover(submissions)
     kit = kit_fingerprint()
     staging = Path(tempfile.mkdtemp(prefix="attention-staging-"))
-    staging.chmod(0o755)  # confined workers run under their own user id
+    staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
     todo, skipped = [], 0
-    for submission in cohort:
-        staged = stage(submission, staging)
+    for number, submission in enumerate(cohort):
+        staged = stage(submission, staging / str(number))
         stamp = fingerprint(staged, submission.notes, kit)
-        folder = out / submission.student
+        folder = student_folder(out, submission.student)
         done = folder / FINGERPRINT
         if not force and done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file():
             skipped += 1
@@ -219,8 +227,8 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     warnings: set[str] = set()
     replayed: list[int] = []  # per graded submission: checks that passed by replay
 
-    def lane_loop(slot: int) -> None:
-        lane = Lane(slot, call_timeout, budget, replay)
+    def lane_loop() -> None:
+        lane = Lane(call_timeout, budget, replay)
         try:
             while True:
                 try:
@@ -228,7 +236,7 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
                 except queue.Empty:
                     return
                 clock = time.monotonic()
-                raw_file = staging / f"{submission.student}.raw.json"
+                raw_file = staged.parent / "raw.json"
                 answer = lane.grade(staged, raw_file)
                 raw = json.loads(raw_file.read_text()) if "results" in answer and raw_file.is_file() else None
                 if raw and raw.get("sandbox"):
@@ -236,22 +244,22 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
                 replayed.append(raw.get("replayed", 0) if raw else 0)
                 record = reports.student_record(submission.student, raw, submission.notes,
                                                 answer.get("error"), time.monotonic() - clock)
-                folder = out / submission.student
-                folder.mkdir(exist_ok=True)
+                folder = student_folder(out, submission.student)
+                folder.mkdir(parents=True, exist_ok=True)
                 reports.write_student(folder, record)
                 reports.write_atomically(folder / FINGERPRINT, stamp)
                 progress.step(submission.student, record["status"])
         finally:
             lane.close()
 
-    threads = [threading.Thread(target=lane_loop, args=(slot,)) for slot in range(max(1, jobs))]
+    threads = [threading.Thread(target=lane_loop) for _ in range(max(1, jobs))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     shutil.rmtree(staging, ignore_errors=True)
 
-    records = [reports.load_record(out / s.student) for s in cohort]
+    records = [reports.load_record(student_folder(out, s.student)) for s in cohort]
     records = [r for r in records if r is not None]
     reports.write_atomically(out / "grades.csv", reports.grades_csv(records))
     reports.write_atomically(out / "report.html", reports.class_report(records))

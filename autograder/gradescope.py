@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import reports
-from autograder.grade import MAX_FILE_BYTES, MODULES, grade, part_of_assignment
+from autograder.grade import MAX_FILE_BYTES, MODULES, grade, part_of_assignment, student_folder
 from autograder.release import ASSIGNMENT
 
 MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
@@ -144,7 +144,7 @@ def run(root: Path, jobs: int = 1) -> dict:
             cohort = Path(tmp) / "cohort"
             notes = collect(root / "submission", cohort / "submission" / ASSIGNMENT)
             grade(cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
-            record = reports.load_record(Path(tmp) / "out" / "submission")
+            record = reports.load_record(student_folder(Path(tmp) / "out", "submission"))
         results = reports.gradescope(record)
         if notes:
             results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]

@@ -1,11 +1,11 @@
 """A grading lane: one judge process that grades submissions one after another.
 
-``python -m autograder lane --slot N`` reads one JSON job per line on stdin
+``python -m autograder lane`` reads one JSON job per line on stdin
 (``{"submission", "results"}``), runs every check on it in this process (pytest, the plugin,
 the checks: imported once; checks answered as on an earlier passing run are replayed, see
 :mod:`autograder.replay`) and answers one JSON line per job on stdout
 (``{"results": path}`` or ``{"error": text}``). Student code runs in workers forked by the
-zygote under sandbox slot N; the reference solution's worker is shared by all jobs.
+zygote, each in a sandbox of its own; the reference solution's worker is shared by all jobs.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import pytest
 from autograder.plugin import checks_command_line
 
 
-def grade_one(job: dict, slot: int, checks: str, reference: str | None, timeout: float, budget: float,
+def grade_one(job: dict, checks: str, reference: str | None, timeout: float, budget: float,
               replay: bool = True) -> dict:
     log = io.StringIO()
     args = checks_command_line(checks, job["submission"], None, job["results"], reference)
-    args += ["--slot", str(slot), "--call-timeout", str(timeout), "--budget", str(budget),
+    args += ["--call-timeout", str(timeout), "--budget", str(budget),
              *([] if replay else ["--no-replay"]),
              # Plugins a batch does not need and that cost a lane time on every submission.
              "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings"]
@@ -39,7 +39,6 @@ def grade_one(job: dict, slot: int, checks: str, reference: str | None, timeout:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder lane")
-    parser.add_argument("--slot", type=int, required=True)
     parser.add_argument("--checks", required=True)
     parser.add_argument("--reference")
     parser.add_argument("--call-timeout", type=float, default=10.0)
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in sys.stdin:
         job = json.loads(line)
         try:
-            answer = grade_one(job, options.slot, options.checks, options.reference, options.call_timeout,
+            answer = grade_one(job, options.checks, options.reference, options.call_timeout,
                                options.budget, not options.no_replay)
         except Exception:  # noqa: BLE001 - a judge-side failure is reported for this job, the lane goes on
             answer = {"error": traceback.format_exc()[-3000:]}

@@ -91,18 +91,13 @@ def same_value(student, mutant, handles: dict[int, int]) -> bool:
     return type(student) is type(mutant) and student == mutant
 
 
-# Mutants run in sandbox slots of their own (their own user id when the grader is root): a
-# student's code, under its lane's slot, can neither signal them nor use up their process count.
-MUTANT_SLOT_OFFSET = 1000
-
-
 class Diagnoser:
     """Runs the mutants of a catalogue and matches failed checks' calls against them."""
 
-    def __init__(self, catalogue: dict[str, list[Misconception]], reference: Path, slot: int | None,
+    def __init__(self, catalogue: dict[str, list[Misconception]], reference: Path, confined: bool,
                  timeout: float = 10.0):
         self.catalogue, self.reference, self.timeout = catalogue, Path(reference), timeout
-        self.slot = None if slot is None else MUTANT_SLOT_OFFSET + slot
+        self.confined = confined  # like the student's workers: each in a sandbox (and user id) of its own
         self.folder: Path | None = None
         self.runners: dict[str, Student] = {}
 
@@ -117,7 +112,7 @@ class Diagnoser:
             if mistake is not None:
                 module = folder / f"{mistake.part}.py"
                 module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")
-            self.runners[name] = Student(folder, timeout=self.timeout, slot=self.slot, budget=math.inf)
+            self.runners[name] = Student(folder, timeout=self.timeout, confined=self.confined, budget=math.inf)
         return self.runners[name]
 
     def diagnose(self, part: str, calls: list[Call]) -> list[Misconception]:
@@ -164,14 +159,14 @@ class Diagnoser:
 _diagnosers: dict[tuple, Diagnoser | None] = {}
 
 
-def shared_diagnoser(checks_dir: Path, reference: Path, slot: int | None, timeout: float) -> Diagnoser | None:
-    """One diagnoser per catalogue, reference and slot for the whole process (a grading lane
+def shared_diagnoser(checks_dir: Path, reference: Path, confined: bool, timeout: float) -> Diagnoser | None:
+    """One diagnoser per catalogue, reference and confinement for the whole process (a grading lane
     keeps its mutants' workers from one submission to the next); None without a catalogue."""
-    key = (Path(checks_dir).resolve(), Path(reference).resolve(), slot)
+    key = (Path(checks_dir).resolve(), Path(reference).resolve(), confined)
     if key not in _diagnosers:
         catalogue = load_catalogue(checks_dir)
         has_reference = (Path(reference) / "scores.py").is_file()
-        _diagnosers[key] = Diagnoser(catalogue, reference, slot, timeout) if catalogue and has_reference else None
+        _diagnosers[key] = Diagnoser(catalogue, reference, confined, timeout) if catalogue and has_reference else None
         if _diagnosers[key] is not None:
             atexit.register(_diagnosers[key].close)
     return _diagnosers[key]

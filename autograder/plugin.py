@@ -32,6 +32,7 @@ from autograder.release import hidden_line_ranges
 from autograder.replay import Replays
 from autograder.reports import write_atomically
 from autograder.student import KIT_ROOT, Student, StudentError
+from autograder.text import printable
 
 POINTS_FILE = "points.toml"
 NO_LOCAL_CONSTANTS = Constants()
@@ -78,7 +79,6 @@ def pytest_addoption(parser):
     group.addoption("--results-json", help="write every check's result and the points to this file")
     group.addoption("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
     group.addoption("--budget", type=float, default=300.0, help="seconds all calls into student code may take together")
-    group.addoption("--slot", type=int, default=0, help="sandbox slot (one per parallel lane: its own user id)")
     group.addoption("--no-sandbox", action="store_true", help="run student code in an unconfined worker")
     group.addoption("--no-replay", action="store_true",
                     help="run every check in full, even on answers an earlier passing run got (autograder.replay)")
@@ -146,16 +146,16 @@ def student(request):
     """The submission under test, reached only through a worker process."""
     config = request.config
     root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
-    proxy = Student(root, timeout=config.getoption("call_timeout"), slot=sandbox_slot(config),
+    proxy = Student(root, timeout=config.getoption("call_timeout"), confined=confined(config),
                     budget=config.getoption("budget"))
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
 
 
-def sandbox_slot(config) -> int | None:
-    """The sandbox slot student code runs under; None runs it unconfined (``--no-sandbox``)."""
-    return None if config.getoption("no_sandbox") else config.getoption("slot")
+def confined(config) -> bool:
+    """Does student code run in a sandbox (not with ``--no-sandbox``)?"""
+    return not config.getoption("no_sandbox")
 
 
 def reference_root(config) -> Path:
@@ -239,7 +239,7 @@ def pytest_runtest_makereport(item, call):
         message = str(error)
         if isinstance(error, StudentError) and error.trace:
             message += "\n" + error.trace.rstrip()
-        report.longrepr = message
+        report.longrepr = printable(message)  # pytest prints it on the terminal as it is
     if call.when == "call" and item.stash.get(REPLAYED, False):
         report.user_properties = [*report.user_properties, ("replayed", True)]
     if call.when == "call" and report.failed:
@@ -249,6 +249,8 @@ def pytest_runtest_makereport(item, call):
                 f"This matches a known mistake: {m.title}." for m in mistakes)])
         report.user_properties = [*report.user_properties, ("diagnoses", [
             {"id": m.id, "title": m.title, "hint": m.hint} for m in mistakes])]
+    if call.when == "call" and CALLS in item.stash:
+        del item.stash[CALLS]  # a session keeps its items: their answers would add up over the whole submission
     return report
 
 
@@ -264,7 +266,7 @@ def diagnoser(config):
     Looked up once a session: every check asks."""
     if DIAGNOSER not in config.stash:
         config.stash[DIAGNOSER] = shared_diagnoser(config.stash[CHECKS_DIR], reference_root(config),
-                                                   sandbox_slot(config), config.getoption("call_timeout"))
+                                                   confined(config), config.getoption("call_timeout"))
     return config.stash[DIAGNOSER]
 
 
@@ -320,7 +322,7 @@ class Scoreboard:
         entry = self.results.setdefault(report.nodeid, {"passed": True, "message": "", "diagnoses": [], **props})
         if report.failed or (report.skipped and report.when == "call"):
             entry["passed"] = False
-            entry["message"] = entry["message"] or (str(report.longrepr) if report.longrepr else "skipped")[:4000]
+            entry["message"] = entry["message"] or printable(str(report.longrepr) if report.longrepr else "skipped")[:4000]
         if report.when == "call":
             entry["diagnoses"] = dict(report.user_properties).get("diagnoses", [])
 

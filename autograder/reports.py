@@ -16,17 +16,18 @@ import re
 from pathlib import Path
 
 from autograder import PARTS
+from autograder.text import csv_cell, markdown_block, markdown_span, one_line
 
 def status_of(raw: dict | None, notes: list[str], error: str | None) -> str:
     if error:
-        return "error: " + error.strip().splitlines()[-1][:200]
+        return "error: " + one_line(error.strip().splitlines()[-1][:200])
     problems = list(notes)
     if raw:
         for check in raw["checks"]:
             first = check["message"].split("\n")[0]
             if "could not be imported" in first and first not in problems:
                 problems.append(first)
-    return "graded" if not problems else "error: " + "; ".join(problems)
+    return "graded" if not problems else "error: " + one_line("; ".join(problems))
 
 
 def student_record(student: str, raw: dict | None, notes: list[str], error: str | None, seconds: float) -> dict:
@@ -68,15 +69,16 @@ def gradescope(record: dict) -> dict:
                 "visibility": "after_published" if check["hidden"] else "visible"}
         if not check["hidden"]:
             test["output"] = check["message"]
+            test["output_format"] = "text"  # the student's own words, shown as they are, never as Markdown or HTML
         tests.append(test)
     return {"score": record["total"], "execution_time": record["seconds"], "output": feedback_markdown(record),
-            "output_format": "md", "visibility": "visible", "tests": tests}
+            "output_format": "md", "test_output_format": "text", "visibility": "visible", "tests": tests}
 
 
 def feedback_markdown(record: dict) -> str:
     lines = [f"# Attention lab: {record['total']:g} / {record['max_total']:g}", ""]
     if record["status"] != "graded":
-        lines += [f"**Problems with the submission:** {record['status'].removeprefix('error: ')}", ""]
+        lines += ["**Problems with the submission:**", "", markdown_block(record["status"].removeprefix("error: ")), ""]
     for part in PARTS:
         row = record["parts"][part]
         lines += [f"## {part}: {row['points']:g} / {row['max_points']:g}", ""]
@@ -85,8 +87,8 @@ def feedback_markdown(record: dict) -> str:
             if check["hidden"]:
                 continue
             if not check["passed"]:
-                message = check["message"].strip().replace("\n", "\n  ")
-                lines.append(f"- ✗ `{check['name']}` ({check['points']:g} pt): {message}")
+                message = markdown_block(check["message"].strip()).replace("\n", "\n  ")
+                lines.append(f"- ✗ {markdown_span(check['name'])} ({check['points']:g} pt):\n\n  {message}\n")
         for mistake in row.get("misconceptions", []):
             lines.append(f"- known mistake: **{mistake['title']}** (matches {mistake['checks']} failed "
                          f"check{'s' if mistake['checks'] > 1 else ''}). {mistake['hint']}")
@@ -94,7 +96,7 @@ def feedback_markdown(record: dict) -> str:
         if hidden:
             passed = sum(c["passed"] for c in hidden)
             lines.append(f"- hidden checks: {passed} of {len(hidden)} passed")
-            lines += [f"  - {'✓' if c['passed'] else '✗'} `{c['name']}`" for c in hidden]
+            lines += [f"  - {'✓' if c['passed'] else '✗'} {markdown_span(c['name'])}" for c in hidden]
         if all(c["passed"] for c in checks) and checks:
             lines.append("- every check passed")
         lines.append("")
@@ -102,11 +104,24 @@ def feedback_markdown(record: dict) -> str:
 
 
 def markdown_to_html(title: str, markdown: str) -> str:
-    """The feedback's few Markdown forms (headings, bullets, code) as a standalone page."""
-    body = []
+    """The feedback's few Markdown forms (headings, bullets, code spans, fenced blocks of the
+    student's text) as a standalone page; every piece of text is escaped."""
+    body, block = [], None
     for line in markdown.split("\n"):
+        fence = re.fullmatch(r"\s*(`{3,})(text)?", line)
+        if block is not None:
+            if fence and fence.group(1) == block[0]:
+                body.append(f"<pre>{html.escape(chr(10).join(block[1]))}</pre>")
+                block = None
+            else:
+                block[1].append(line.removeprefix("  "))
+            continue
+        if fence:
+            block = (fence.group(1), [])
+            continue
         text = html.escape(line.lstrip("#- ").strip())
-        text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text.replace("`", ""))
+        text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+        text = re.sub(r"(`+) ?(.+?) ?\1", r"<code>\2</code>", text)
         if line.startswith("# "):
             body.append(f"<h1>{text}</h1>")
         elif line.startswith("## "):
@@ -116,7 +131,8 @@ def markdown_to_html(title: str, markdown: str) -> str:
         elif line.strip():
             body.append(f"<p>{text}</p>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}li{margin:.3em 0}</style>"
+            "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}li{margin:.3em 0}"
+            "pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap}</style>"
             f"</head><body>{''.join(body)}</body></html>")
 
 
@@ -147,8 +163,8 @@ def grades_csv(records: list[dict]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["student", *PARTS, "total", "max_total", "status"])
     for record in sorted(records, key=lambda r: r["student"]):
-        writer.writerow([record["student"], *(f"{record['parts'][p]['points']:g}" for p in PARTS),
-                         f"{record['total']:g}", f"{record['max_total']:g}", record["status"]])
+        writer.writerow([csv_cell(record["student"]), *(f"{record['parts'][p]['points']:g}" for p in PARTS),
+                         f"{record['total']:g}", f"{record['max_total']:g}", csv_cell(record["status"])])
     return out.getvalue()
 
 

@@ -1,38 +1,66 @@
-"""Confine a worker process before it imports a submission.
+"""Confine a worker before it imports a submission.
 
-Called in the worker (a fresh child) once torch is imported and before any student code
-runs. Each mechanism is tried on its own; what could not be enforced on this machine is
-returned so the grader can warn about it instead of refusing to grade.
+:func:`spawn` (called in the zygote) forks each worker into a new PID namespace, as its PID 1.
+Before it imports anything of the submission, the worker:
 
-- network: a new, empty network namespace (``unshare(CLONE_NEWNET)``; unprivileged users get
-  it inside a new user namespace);
-- files: Landlock; reading is allowed only in the Python installation, system libraries,
-  ``/proc``, ``/sys``, ``/dev`` and the submission's private copy; writing only in the
-  worker's scratch folder. The kit's ``source/``, ``solutions/``, checks and other students'
-  folders are out of reach;
-- resources: rlimits on address space, CPU time, file size (output included), open files
-  and, under a user id of its own (root only), processes;
-- identity: when the grader runs as root, the worker drops to an unprivileged user id of
-  its own (one per lane), so the process limit applies and counts its processes only; it keeps
-  only the capability to read files regardless of their mode (Landlock decides what it reads).
+- closes every descriptor but its socket to the judge (its output goes to a pipe the judge
+  drains, so printing never blocks or fails);
+- makes new mount and network namespaces and builds its own view of the file system: a tmpfs
+  holding read-only bind mounts of Python, its packages, the system's libraries and the
+  submission's private copy, one writable scratch folder, four device nodes and a ``/proc`` of
+  its own namespace; then pivots into it;
+- clears its environment, limits its resources, applies Landlock (the same paths again) and,
+  when the grader runs as root, becomes a user id of its own (the judge never gives one to two
+  workers), with no capability and ``no_new_privs``.
+
+When the worker exits, or the judge kills it, the kernel kills every process of its namespace:
+nothing a submission starts outlives it (a new session, a double fork, anything). The worker
+dies with the zygote, and the zygote with its judge (``PR_SET_PDEATHSIG``).
+
+Each mechanism is tried on its own; what could not be enforced on this machine is reported
+(the grader warns) instead of refusing to grade. System calls Python 3.11 lacks (unshare,
+mount, pivot_root, capset) go through ctypes here, in one place.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import resource
+import select
 import signal
 import sys
+import tempfile
+import traceback
 from dataclasses import dataclass, field
 
+from landlock import Ruleset  # imported here, once in the zygote, not in every worker (8 ms each)
+from landlock.plumbing import FSAccess
+
+CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
-PR_SET_PDEATHSIG = 1
-PR_SET_KEEPCAPS = 8
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+SYS_PIVOT_ROOT = 155  # x86_64 and the generic table agree on none; x86_64 is what the kit runs on
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
-CAP_DAC_READ_SEARCH = 2
-WORKER_UID_BASE = 61000
+CAP_LAST = 63
+
+# Worker user ids: blocks of UIDS_PER_BLOCK, one block per judge process, claimed with a lock
+# file so two judges on one machine (two lanes, or two grading runs) never share a user id.
+UID_BASE = 0x20000000
+UIDS_PER_BLOCK = 1 << 16
+UID_BLOCKS = 4096
+
+# The device nodes a worker may open; everything else under /dev stays out of its view.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
+# The environment a worker starts from (HOME and TMPDIR are its scratch folder).
+ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1",
+               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 
 
 @dataclass(frozen=True)
@@ -49,64 +77,48 @@ class Report:
     enforced: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
 
-    def attempt(self, name: str, step) -> None:
+    def attempt(self, name: str, step) -> bool:
         try:
             step()
         except Exception as exc:  # noqa: BLE001 - a mechanism missing here is reported, not fatal
             self.missing.append(f"{name} ({type(exc).__name__}: {exc})")
-        else:
-            self.enforced.append(name)
+            return False
+        self.enforced.append(name)
+        return True
 
 
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
+@dataclass(frozen=True)
+class Confinement:
+    """What the judge asks of one worker's sandbox (the zygote's request)."""
+
+    submission: str  # the private copy, readable
+    scratch: str  # writable, also HOME and TMPDIR
+    view: str  # an empty folder the worker's file system view is mounted on
+    uid: int | None  # a user id of its own (root only); None keeps the grader's
 
 
-def _unshare(flags: int) -> None:
-    if _libc().unshare(flags) != 0:
+# -- system calls -------------------------------------------------------------------------------
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
         errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def isolate_network() -> None:
-    try:
-        _unshare(CLONE_NEWNET)
-    except PermissionError:
-        _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+def prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
 
 
-def read_roots() -> list[str]:
-    """What a worker may read besides its submission: Python, its packages and the system's libraries."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
-             "/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev"}
-    roots |= {os.path.dirname(path) for path in sys.path if path.endswith("site-packages")}
-    package = os.path.dirname(os.path.realpath(__file__))
-    return sorted(r for r in roots | {package} if os.path.exists(r))
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
 
 
-def restrict_files(readable: list[str], writable: list[str]) -> None:
-    from landlock import Ruleset
-    from landlock.plumbing import FSAccess
-
-    ruleset = Ruleset()
-    read = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
-    for path in readable:
-        ruleset.allow(path, rules=read if os.path.isdir(path) else FSAccess.READ_FILE | FSAccess.EXECUTE)
-    for path in writable:
-        ruleset.allow(path, rules=FSAccess.all() if os.path.isdir(path) else FSAccess.all_file())
-    ruleset.apply()
-
-
-def limit_resources(limits: Limits, drop_to_uid: int | None) -> None:
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing past the limit fails instead of killing
-    settings = [(resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
-                (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
-                (resource.RLIMIT_CORE, 0)]
-    if drop_to_uid is not None:  # the count is per user id: meaningful only for a user id of its own
-        settings.append((resource.RLIMIT_NPROC, limits.processes))
-    for which, value in settings:
-        resource.setrlimit(which, (value, value))
+def mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
+    encode = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_libc.mount(encode(source), target.encode(), encode(kind), flags, encode(data)), f"mount {target}")
 
 
 class _CapHeader(ctypes.Structure):
@@ -117,40 +129,259 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def drop_privileges(uid: int) -> None:
-    """Become ``uid``, keeping one capability: reading files whatever their mode.
+# -- the three processes ------------------------------------------------------------------------
+def spawn(confinement: Confinement, worker_socket, output, serve) -> int:
+    """Fork a sandboxed worker that runs ``serve(report)`` on ``worker_socket``, printing into
+    ``output`` (a pipe the judge drains); return its pid (a child of the caller, the zygote)."""
+    report = Report()
+    separate = report.attempt("a PID namespace of its own", pid_namespace_for_next_child)
+    zygote = os.pidfd_open(os.getpid())
+    try:
+        worker = os.fork()
+        if worker == 0:
+            run_worker(confinement, worker_socket, output, serve, report, zygote)
+    finally:
+        os.close(zygote)
+        if separate:  # later forks of the zygote (and so the next unshare) start from its own again
+            _check(_libc.setns(_zygote_pid_namespace(), CLONE_NEWPID), "setns")
+    return worker
 
-    The Python installation may sit in a folder only root can enter (``/root/.pyenv``), and a
-    worker imports modules lazily; Landlock, not file modes, decides what the worker reads.
-    """
-    libc = _libc()
-    libc.prctl(PR_SET_KEEPCAPS, 1)
+
+def pid_namespace_for_next_child() -> None:
+    """The next fork starts a new PID namespace, as its PID 1 (the zygote stays in its own)."""
+    if os.getuid() != 0:
+        raise PermissionError("the grader must run as root")
+    _zygote_pid_namespace()
+    unshare(CLONE_NEWPID)
+
+
+_pid_namespace: list[int] = []
+
+
+def _zygote_pid_namespace() -> int:
+    if not _pid_namespace:
+        _pid_namespace.append(os.open("/proc/self/ns/pid", os.O_RDONLY))
+    return _pid_namespace[0]
+
+
+def new_namespaces() -> None:
+    """A mount and a network namespace for the calling process."""
+    if os.getuid() == 0:
+        unshare(CLONE_NEWNS | CLONE_NEWNET)
+        return
+    # Without root, a user namespace grants the rest; inside it we are root over nothing of the host's.
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+
+
+def run_worker(confinement: Confinement, worker_socket, output: int, serve, report: Report, zygote: int) -> None:
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if select.select([zygote], [], [], 0)[0]:  # the zygote died before we were tied to it
+            os._exit(1)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        close_all_but(worker_socket.fileno())  # one descriptor to the judge, its own, and nothing else
+        if confinement.uid is not None:
+            os.chown(confinement.scratch, confinement.uid, confinement.uid)
+        if report.attempt("mount and network namespaces", new_namespaces):
+            report.attempt("a file system view of its own (Python, libraries, its submission, scratch, own /proc)",
+                           lambda: enter_view(confinement))
+        else:
+            report.missing.append("a file system view of its own (needs a mount namespace)")
+        os.chdir(confinement.scratch)
+        os.environ.clear()
+        os.environ.update(ENVIRONMENT, HOME=confinement.scratch, TMPDIR=confinement.scratch)
+        tempfile.tempdir = None
+        limits = Limits()
+        report.attempt("resource limits", lambda: limit_resources(limits, confinement.uid is not None))
+        report.attempt("landlock file access",
+                       lambda: restrict_files([*read_roots(), confinement.submission], [confinement.scratch]))
+        if confinement.uid is not None:
+            report.attempt("a user id of its own, no capabilities", lambda: drop_privileges(confinement.uid))
+        else:
+            report.attempt("no capabilities", drop_capabilities)
+            report.missing.append("a user id of its own and a process limit (the grader must run as root)")
+        serve(report)
+    except BaseException:  # noqa: BLE001 - before serving: its output holds it, the judge sees the worker gone
+        traceback.print_exc()
+    finally:
+        os._exit(0)
+
+
+def close_all_but(keep: int) -> None:
+    """Close every descriptor above stderr except ``keep``."""
+    os.closerange(3, keep)
+    os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+
+
+# -- the file system view -----------------------------------------------------------------------
+def read_roots() -> list[str]:
+    """What a worker may read besides its submission: Python, its packages, the system's libraries
+    and the worker's own code (the kit's ``autograder/``, no checks)."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             "/usr/lib", "/usr/lib64", "/lib", "/lib64", os.path.dirname(os.path.realpath(__file__))}
+    roots |= {path for path in sys.path if path.endswith("site-packages")}
+    return sorted(os.path.realpath(r) for r in roots if os.path.exists(r))
+
+
+def outermost(paths: list[str]) -> list[str]:
+    """``paths`` without those inside another one of them."""
+    kept: list[str] = []
+    for path in sorted(set(paths)):
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
+
+
+def enter_view(confinement: Confinement) -> None:
+    """Make the root a tmpfs holding only what the worker needs, at the same paths as outside."""
+    view = confinement.view
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
+    mount("tmpfs", view, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+
+    def bind(source: str, writable: bool = False, device: bool = False) -> None:
+        target = view + source
+        if os.path.isdir(source):
+            os.makedirs(target, mode=0o755, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+            open(target, "a").close()
+        mount(source, target, None, MS_BIND | MS_REC)
+        flags = MS_BIND | MS_REMOUNT | MS_NOSUID | (0 if device else MS_NODEV) | (0 if writable else MS_RDONLY)
+        mount(None, target, None, flags)
+
+    for root in outermost([*read_roots(), confinement.submission]):
+        bind(root)
+    for link in ("/lib", "/lib64", "/bin"):  # the loader's paths are links to /usr on merged-/usr systems
+        if os.path.islink(link) and not os.path.lexists(view + link):
+            os.symlink(os.readlink(link), view + link)
+    bind(confinement.scratch, writable=True)
+    for device in DEVICES:
+        if os.path.exists(device):
+            bind(device, device=True)
+    os.makedirs(view + "/proc", mode=0o555)
+    mount("proc", view + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this namespace's processes only
+    old = view + "/.old-root"
+    os.mkdir(old)
+    _check(_libc.syscall(SYS_PIVOT_ROOT, view.encode(), old.encode()), "pivot_root")
+    os.chdir("/")
+    _check(_libc.umount2(b"/.old-root", MNT_DETACH), "umount old root")
+    os.rmdir("/.old-root")
+    mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def restrict_files(readable: list[str], writable: list[str]) -> None:
+    ruleset = Ruleset()
+    read = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
+    for path in [*readable, "/proc"]:
+        if os.path.exists(path):
+            ruleset.allow(path, rules=read if os.path.isdir(path) else FSAccess.READ_FILE | FSAccess.EXECUTE)
+    for device in DEVICES:
+        if os.path.exists(device):
+            ruleset.allow(device, rules=FSAccess.READ_FILE | FSAccess.WRITE_FILE)
+    for path in writable:
+        ruleset.allow(path, rules=FSAccess.all() if os.path.isdir(path) else FSAccess.all_file())
+    ruleset.apply()
+
+
+# -- resources and identity ---------------------------------------------------------------------
+def limit_resources(limits: Limits, own_uid: bool) -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing past the limit fails instead of killing
+    settings = [(resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
+                (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
+                (resource.RLIMIT_CORE, 0)]
+    if own_uid:  # the count is per user id: meaningful only for a user id of its own
+        settings.append((resource.RLIMIT_NPROC, limits.processes))
+    for which, value in settings:
+        resource.setrlimit(which, (value, value))
+
+
+def drop_bounding_set() -> None:
+    """No capability can come back, not even through an exec (the view is mounted nosuid too)."""
+    for cap in range(CAP_LAST + 1):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such cap
+            raise OSError(ctypes.get_errno(), f"dropping capability {cap} from the bounding set")
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def drop_capabilities() -> None:
+    """Keep the user id (no root to leave), lose every capability."""
+    drop_bounding_set()
+    header, data = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    if _capabilities_left():
+        raise OSError("capabilities left after capset")
+
+
+def drop_privileges(uid: int) -> None:
+    """Become ``uid`` (and group ``uid``), with no capability and no supplementary group."""
+    drop_bounding_set()
     os.setgroups([])
     os.setgid(uid)
-    os.setuid(uid)
-    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    data[0].effective = data[0].permitted = 1 << CAP_DAC_READ_SEARCH
-    if libc.capset(ctypes.byref(header), data) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"capset: {os.strerror(errno)}")
+    os.setuid(uid)  # from root to another user id: every capability is cleared
+    if os.getuid() != uid or _capabilities_left():
+        raise OSError("the worker kept privileges after setuid")
 
 
-def confine(submission: str, scratch: str, log: str, slot: int, limits: Limits = Limits()) -> Report:
-    """Apply every mechanism this machine offers to the current (worker) process."""
-    report = Report()
-    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the process that started us
-    os.setpgid(0, 0)  # one process group: the grader kills it whole
-    uid = WORKER_UID_BASE + slot if os.getuid() == 0 else None
-    if uid is not None:
-        for path in (scratch, log):
-            os.chown(path, uid, uid)
-    report.attempt("network namespace", isolate_network)
-    report.attempt("landlock file access", lambda: restrict_files([*read_roots(), submission], [scratch, log]))
-    report.attempt("resource limits", lambda: limit_resources(limits, uid))
-    if uid is not None:
-        report.attempt("separate user id and process limit", lambda: drop_privileges(uid))
-    else:
-        report.missing.append("separate user id and process limit (the grader must run as root to give workers "
-                              "a user id of their own)")
-    return report
+def _capabilities_left() -> bool:
+    with open("/proc/self/status") as status:
+        fields = dict(line.split(":\t", 1) for line in status if ":\t" in line)
+    return any(int(fields[name], 16) for name in ("CapEff", "CapPrm", "CapAmb"))
+
+
+class UidPool:
+    """Fresh user ids for this judge process's workers, never handed out twice in its life."""
+
+    def __init__(self):
+        self.lock, self.next, self.end = None, 0, 0
+
+    def take(self) -> int:
+        if self.next >= self.end:
+            self._claim_block()
+        uid, self.next = self.next, self.next + 1
+        sweep(uid)  # a block may have been another run's: nothing of it may still run
+        return uid
+
+    def _claim_block(self) -> None:
+        for block in range(UID_BLOCKS):
+            lock = open(os.path.join(tempfile.gettempdir(), f"attention-worker-uids-{block}.lock"), "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            if self.lock is not None:
+                self.lock.close()
+            self.lock = lock  # held (open) as long as this process lives
+            self.next = UID_BASE + block * UIDS_PER_BLOCK
+            self.end = self.next + UIDS_PER_BLOCK
+            return
+        raise OSError("no free block of worker user ids")
+
+
+def sweep(uid: int, rounds: int = 20) -> int:
+    """Kill every process running as ``uid``; return how many were found. Back-stop for machines
+    without PID namespaces: a worker's processes die with its namespace."""
+    found = 0
+    for _ in range(rounds):
+        pids = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    if entry.stat().st_uid == uid:
+                        pids.append(int(entry.name))
+                except OSError:
+                    pass
+        if not pids:
+            return found
+        found += len(pids)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return found

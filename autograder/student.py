@@ -21,10 +21,13 @@ import collections
 import copy
 import hashlib
 import json
+import itertools
 import os
+import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -32,31 +35,66 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.codec import CodecError, HandleRef, decode_frame, encode, read_frame_bytes, recv_exact
+from autograder import sandbox
+from autograder.codec import CodecError, HandleRef, decode_frame, encode, read_frame_bytes
+from autograder.text import printable
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 
 
 class StudentError(Exception):
     """The student's code failed; ``kind`` says how (``not_implemented``, ``exception``,
-    ``import``, ``missing``, ``timeout``, ``crashed``, ``bad_value``, ``bad_request``)."""
+    ``import``, ``missing``, ``timeout``, ``crashed``, ``bad_value``, ``bad_request``, ``too_large``)."""
 
     def __init__(self, kind: str, message: str, type_name: str = "", where: str = "", trace: str = ""):
         super().__init__(message)
         self.kind, self.type_name, self.where, self.trace = kind, type_name, where, trace
 
 
+FORK_TIMEOUT = 60.0  # seconds the zygote may take to answer a fork request
+# What the judge holds of one check's answers (a frame is capped too: codec.MAX_FRAME_BYTES).
+# The lab's checks receive a few MiB at most; this bounds a hostile submission's cost.
+MAX_CHECK_BYTES = 256 * 1024 * 1024
+
+
+def peer_pid(sock: socket.socket) -> int:
+    """The pid of the process that made the other end of ``sock`` (``SO_PEERCRED``)."""
+    pid, _, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 class Zygote:
-    """The judge's handle on :mod:`autograder.zygote`: confined workers, forked in milliseconds."""
+    """The judge's handle on :mod:`autograder.zygote`: confined workers, forked in milliseconds.
+
+    Only the zygote holds the other end of the control socket (every worker closes it before
+    student code runs), and an answer is still checked before it is believed: the request id
+    it echoes, that the socket was made by the zygote (``SO_PEERCRED``) and that the pid is a
+    child of the zygote. An answer that fails a check fails the worker it was for, and the
+    zygote is replaced.
+    """
 
     _shared: "Zygote | None" = None
 
     def __init__(self):
         control, child_end = socket.socketpair()
         self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote", str(child_end.fileno())],
-                                     cwd=KIT_ROOT, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL)
+                                     cwd=KIT_ROOT, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL,
+                                     env=dict(sandbox.ENVIRONMENT))  # the judge's environment stays with the judge
         child_end.close()
         self.control = control
+        self.requests = itertools.count(1)
+        self.uids = sandbox.UidPool() if os.getuid() == 0 else None
 
     @classmethod
     def shared(cls) -> "Zygote":
@@ -64,47 +102,127 @@ class Zygote:
             cls._shared = cls()
         return cls._shared
 
-    def fork(self, request: dict) -> tuple[socket.socket, int]:
-        self.control.sendall(json.dumps(request).encode() + b"\n")
-        message, fds, _, _ = socket.recv_fds(self.control, 4096, 1)
-        if not fds:
-            raise OSError("the zygote did not answer")
-        return socket.socket(fileno=fds[0]), json.loads(message)["pid"]
+    def fork(self, request: dict) -> tuple[socket.socket, int, int, int | None]:
+        """A new confined worker: the judge's socket to it, the pipe it prints into, its pid
+        and its user id."""
+        uid = self.uids.take() if self.uids is not None else None
+        request = {**request, "id": next(self.requests), "uid": uid}
+        fds: list[int] = []
+        try:
+            self.control.settimeout(FORK_TIMEOUT)
+            self.control.sendall(json.dumps(request).encode() + b"\n")
+            message, fds, _, _ = socket.recv_fds(self.control, 4096, 4)
+            answer = json.loads(message) if message.endswith(b"\n") else {}
+            if answer.get("id") != request["id"] or "error" in answer:
+                raise OSError(f"the zygote did not start the worker: {answer.get('error', 'no answer')}")
+            pid = answer.get("pid")
+            if len(fds) != 2 or not isinstance(pid, int) or pid <= 1 or parent_of(pid) != self.proc.pid:
+                raise OSError("the zygote's answer did not check out")
+            sock = socket.socket(fileno=fds[0])
+            fds[0] = -1  # the socket owns it now
+            if sock.family != socket.AF_UNIX or peer_pid(sock) != self.proc.pid:
+                sock.close()
+                raise OSError("the worker's socket was not made by the zygote")
+        except (OSError, ValueError) as exc:
+            for fd in fds:
+                if fd >= 0:
+                    os.close(fd)
+            self.replace()
+            raise OSError(f"could not start a worker: {exc}") from None
+        return sock, fds[1], pid, uid
+
+    def replace(self) -> None:
+        """Stop this zygote; the next fork starts a new one."""
+        self.proc.kill()
+        self.proc.wait()
+        self.control.close()
+        if Zygote._shared is self:
+            Zygote._shared = None
+
+
+class OutputTail:
+    """The end of what a worker printed: kept for the message when it crashes."""
+
+    def __init__(self, keep: int = 1500):
+        self.keep, self.data = keep, bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        del self.data[:-self.keep]
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace").strip()
 
 
 class WorkerProcess:
-    """One worker process and the socket to it; confined (forked by the zygote) or not."""
+    """One worker process, the socket to it and the pipe its output comes through; confined
+    (forked into a sandbox by the zygote) or not (the reference solution)."""
 
-    def __init__(self, root: Path, slot: int | None):
+    def __init__(self, root: Path, confined: bool):
         self.folder = Path(tempfile.mkdtemp(prefix="attention-worker-"))
-        self.folder.chmod(0o711)  # a worker running under its own user id must reach scratch/
-        scratch = self.folder / "scratch"
-        scratch.mkdir()
-        self.log = self.folder / "output.log"
-        self.log.touch()
-        self.proc = None
-        if slot is None:
+        self.proc, self.pidfd, self.uid = None, None, None
+        self.printed = OutputTail()
+        if not confined:
             judge_end, worker_end = socket.socketpair()
-            with open(self.log, "wb") as log:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "autograder.worker", str(root), str(worker_end.fileno())],
-                    cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(worker_end.fileno(),))
+            self.output, output_end = os.pipe()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.worker", str(root), str(worker_end.fileno())],
+                cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=output_end, stderr=output_end,
+                pass_fds=(worker_end.fileno(),))
             worker_end.close()
-            self.pid = self.proc.pid
+            os.close(output_end)
         else:
-            judge_end, self.pid = Zygote.shared().fork(
-                {"root": str(root), "scratch": str(scratch), "log": str(self.log), "slot": slot})
+            scratch, view = self.folder / "scratch", self.folder / "view"
+            scratch.mkdir()
+            view.mkdir()
+            self.folder.chmod(0o711)  # without a view of its own, a worker under its own user id must reach scratch/
+            zygote = Zygote.shared()
+            judge_end, self.output, pid, self.uid = zygote.fork(
+                {"root": str(root), "scratch": str(scratch), "view": str(view)})
+            self.pidfd = os.pidfd_open(pid)
+            if parent_of(pid) != zygote.proc.pid:  # the pid was not reused before we held it
+                os.close(self.pidfd)
+                self.pidfd = None
+                self.close()
+                raise OSError("the worker ended before it started")
         self.sock = judge_end
+        self.sock.setblocking(False)
+        os.set_blocking(self.output, False)
 
     def exchange(self, frame: bytes, timeout: float) -> bytes:
         self.sock.settimeout(timeout)
         self.sock.sendall(frame)
+        self.sock.setblocking(False)
         return self.receive(timeout)
 
     def receive(self, timeout: float) -> bytes:
-        """The next answer, undecoded."""
+        """The next answer, undecoded; what the worker prints meanwhile is drained, so printing
+        never blocks it."""
         deadline = time.monotonic() + timeout
-        return read_frame_bytes(lambda n: recv_exact(self.sock, n, deadline))
+        return read_frame_bytes(lambda n: self._read_exact(n, deadline))
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        chunks, remaining = [], n
+        while remaining:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            waiting = [self.sock] if self.output is None else [self.sock, self.output]
+            ready = select.select(waiting, [], [], left)[0]
+            if self.output in ready:
+                chunk = os.read(self.output, 1 << 16)
+                if chunk:
+                    self.printed.add(chunk)
+                else:  # nothing more will be printed
+                    os.close(self.output)
+                    self.output = None
+            if self.sock in ready:
+                chunk = self.sock.recv(min(remaining, 1 << 20))
+                if not chunk:
+                    raise EOFError
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        return b"".join(chunks)
 
     def exit_status(self) -> str:
         if self.proc is not None:
@@ -114,20 +232,22 @@ class WorkerProcess:
                 return "still running"
         return "it exited or was killed"
 
-    def output_tail(self, limit: int = 1500) -> str:
-        try:
-            with open(self.log, "rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - limit))
-                return log.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return ""
+    def output_tail(self) -> str:
+        return self.printed.text()
 
     def close(self) -> None:
-        self.sock.close()
-        try:  # the worker and anything it started share one process group
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if getattr(self, "sock", None) is not None:
+            self.sock.close()
+        if self.output is not None:
+            os.close(self.output)
+            self.output = None
+        if self.pidfd is not None:  # PID 1 of its namespace: when it is gone, so is every process it started
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            select.select([self.pidfd], [], [], 5.0)
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self.uid is not None:
+            sandbox.sweep(self.uid)
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
@@ -137,21 +257,21 @@ class WorkerProcess:
 class Student:
     """A submission folder seen through a worker process.
 
-    ``slot`` (an int) runs the submission in confined workers forked by the zygote, under
-    the sandbox of lane ``slot``; None runs an unconfined worker (the reference solution).
+    ``confined`` runs the submission in workers forked by the zygote into a sandbox each
+    (:mod:`autograder.sandbox`); otherwise a plain worker runs it (the reference solution).
     ``budget`` caps the seconds all calls together may take. ``memoize`` keeps the answers of
     function calls (never of modules, which have state): for the reference solution, whose
     functions are pure and whose checks repeat the same derandomized calls for every submission.
     """
 
-    def __init__(self, root, timeout: float = 10.0, slot: int | None = None, budget: float = 600.0,
+    def __init__(self, root, timeout: float = 10.0, confined: bool = False, budget: float = 600.0,
                  memoize: bool = False, seed: int | None = None, _shared=None):
         self.root = Path(root).resolve()
-        self.timeout, self.slot, self.budget = timeout, slot, budget
+        self.timeout, self.confined, self.budget = timeout, confined, budget
         self._seed = seed
         self._shared = _shared if _shared is not None else {
             "worker": None, "sandbox": None, "spent": 0.0, "memo": {} if memoize else None,
-            "recording": None, "fresh": False, "answered": collections.deque()}
+            "recording": None, "fresh": False, "answered": collections.deque(), "check_bytes": 0}
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> "ModuleProxy":
@@ -161,7 +281,7 @@ class Student:
 
     def seeded(self, seed: int) -> "Student":
         """The same submission, with every call made right after ``torch.manual_seed(seed)``."""
-        return Student(self.root, self.timeout, self.slot, self.budget, seed=seed, _shared=self._shared)
+        return Student(self.root, self.timeout, self.confined, self.budget, seed=seed, _shared=self._shared)
 
     def build_in_order(self, seed: int, *specs) -> list["Handle"]:
         """Construct ``(target, *args)`` specs one after another after a single ``manual_seed``."""
@@ -187,7 +307,7 @@ class Student:
 
     # -- transport ------------------------------------------------------------------------------
     def _start(self) -> WorkerProcess:
-        worker = WorkerProcess(self.root, self.slot)
+        worker = WorkerProcess(self.root, self.confined)
         self._shared["worker"] = worker
         hello = decode_frame(worker.receive(60.0))  # the worker's first words: what its sandbox enforced
         self._shared["sandbox"] = hello.get("hello") if isinstance(hello, dict) else None
@@ -234,6 +354,7 @@ class Student:
         and (with ``record``) its requests, answers and source reads are kept until :meth:`end_check`."""
         self._shared["fresh"] = True
         self._shared["answered"].clear()
+        self._shared["check_bytes"] = 0
         self._shared["recording"] = Recording() if record else None
 
     def end_check(self) -> "Recording":
@@ -271,7 +392,12 @@ class Student:
         started = time.monotonic()
         try:
             worker = self._shared["worker"] or self._start()
-            return worker.exchange(frame, min(self.timeout, left))
+            answer = worker.exchange(frame, min(self.timeout, left))
+            self._shared["check_bytes"] += len(answer)
+            if self._shared["check_bytes"] > MAX_CHECK_BYTES:  # what the judge would hold for one check
+                raise StudentError("too_large", f"{where}: the answers of this check add up to more than "
+                                                f"{MAX_CHECK_BYTES // 2**20} MiB; the grader reads no more of them")
+            return answer
         except TimeoutError:
             self.close()
             raise StudentError("timeout", f"{where} timed out after {min(self.timeout, left):g} s") from None
@@ -285,22 +411,27 @@ class Student:
         status = worker.exit_status() if worker else "it never started"
         tail = worker.output_tail() if worker else ""
         self.close()
-        detail = f"\n--- output before it stopped ---\n{tail}" if tail else ""
+        detail = f"\n--- output before it stopped ---\n{printable(tail)}" if tail else ""
         raise StudentError("crashed", f"the process running your code stopped during {where} "
                                       f"({status}; {type(exc).__name__}: {exc}){detail}") from None
 
     def _answer(self, answer: bytes, where: str):
-        """The value of an answer; StudentError for the student's errors and malformed answers."""
+        """The value of an answer; StudentError for the student's errors and malformed answers.
+        Decoding is the submission's work: its time counts against the budget."""
+        started = time.monotonic()
         try:
             message = decode_frame(answer)
         except CodecError as exc:  # the channel was tampered with: nothing more from this worker
             self._crashed(where, exc)
+        finally:
+            self._shared["spent"] += time.monotonic() - started
         if not isinstance(message, dict) or ("ok" not in message and "error" not in message):
             raise StudentError("bad_value", f"{where}: malformed answer from the worker")
         if "error" in message:
             error = message["error"] if isinstance(message["error"], dict) else {}
-            raise StudentError(str(error.get("kind", "exception")), str(error.get("message", "failed")),
-                               str(error.get("type", "")), str(error.get("where", where)), str(error.get("trace", "")))
+            said = {key: printable(str(error.get(key, default))[:4000]) for key, default in  # the student's words
+                    (("kind", "exception"), ("message", "failed"), ("type", ""), ("where", where), ("trace", ""))}
+            raise StudentError(said["kind"], said["message"], said["type"], said["where"], said["trace"])
         return message["ok"]
 
     def _wrap(self, value):

@@ -34,8 +34,7 @@ import traceback
 
 import torch
 
-from autograder.codec import CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
-from autograder.sandbox import confine
+from autograder.codec import MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
 
 DEFAULT_SEED = 0
 METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure")
@@ -233,24 +232,15 @@ def error_answer(exc: BaseException, request: dict, root: str) -> dict:
     return {"kind": "exception", "type": type(exc).__name__, "message": describe_exception(exc), "where": where, "trace": trace}
 
 
-def run(root: str, sock: socket.socket, confinement: dict | None = None) -> None:
+def run(root: str, sock: socket.socket, report=None) -> None:
     """Serve requests for the submission in ``root`` until the judge hangs up.
 
-    With ``confinement`` ({"scratch", "log", "slot"}), the process first redirects its output
-    to the log and confines itself (:mod:`autograder.sandbox`); its first message says what
-    was enforced.
+    ``report`` (a :class:`autograder.sandbox.Report`) says how this process was confined (it was
+    forked into a sandbox by the zygote); its first message to the judge repeats it. Without
+    one, the worker runs unconfined (the reference solution) and prints to stderr.
     """
     torch.set_num_threads(1)  # tiny tensors: a thread pool costs more than it saves, and lanes fill the cores
-    report = None
-    if confinement is not None:
-        log = os.open(confinement["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
-        os.chdir(confinement["scratch"])
-        os.environ["TMPDIR"] = confinement["scratch"]
-        report = confine(root, confinement["scratch"], confinement["log"], int(confinement["slot"]))
-    else:
+    if report is None:
         os.dup2(2, 1)  # a student's print goes to stderr, never into the answer channel
     sys.path.append(os.path.realpath(root))  # last: a submission cannot shadow torch or the stdlib
     sock.sendall(encode({"hello": None if report is None else {"enforced": report.enforced, "missing": report.missing}}))
@@ -268,6 +258,10 @@ def run(root: str, sock: socket.socket, confinement: dict | None = None) -> None
                                       "where": str(request.get("target", "")), "trace": ""}})
         except BaseException as exc:  # noqa: BLE001 - report everything the student's code raises
             frame = encode({"error": error_answer(exc, request, worker.root)})
+        if len(frame) > MAX_FRAME_BYTES:  # the judge would refuse it: say why, in the student's terms
+            frame = encode({"error": {"kind": "bad_value", "type": "", "where": str(request.get("target", "")), "trace": "",
+                                      "message": f"returned {len(frame) / 2**20:.0f} MiB, more than the "
+                                                 f"{MAX_FRAME_BYTES // 2**20} MiB one call may return"}})
         sock.sendall(frame)
 
 

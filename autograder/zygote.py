@@ -2,10 +2,13 @@
 
 Importing torch costs more than grading a submission; a worker forked from here pays it
 never. The zygote holds nothing of the judge's (no checks, no expected tensors, no
-reference): a forked worker inherits only torch and the worker code. It is started by
-:class:`Zygote` as ``python -m autograder.zygote <socket fd>``; each request is one JSON line
-``{"root", "scratch", "log", "slot"}`` and each answer a JSON line ``{"pid"}`` that carries the
-judge's end of the new worker's socket (``SCM_RIGHTS``).
+reference, no environment: the judge starts it with :data:`autograder.sandbox.ENVIRONMENT`):
+a forked worker inherits only torch and the worker code. It is started by
+:class:`autograder.student.Zygote` as ``python -m autograder.zygote <socket fd>``; each request
+is one JSON line ``{"id", "root", "scratch", "view", "uid"}`` and each answer a JSON line
+``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
+the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.sandbox.spawn`),
+a child of this process and PID 1 of its own namespace.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sys
 
 import torch  # noqa: F401 - imported once here so that every forked worker has it
 
-from autograder import worker
+from autograder import sandbox, worker
 
 
 def warm_up() -> None:
@@ -31,26 +34,40 @@ def warm_up() -> None:
     out.backward(torch.ones_like(out))
 
 
+def reap() -> None:
+    """Collect the sandboxes that have ended (their inits are our children)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def serve(control: socket.socket) -> None:
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    sandbox.prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL)  # the zygote, and so every sandbox, dies with its judge
     torch.set_num_threads(1)  # before any fork: tiny tensors, and lanes already fill the cores
     warm_up()
-    requests = control.makefile("rb")
-    for line in requests:
+    for line in control.makefile("rb"):
+        reap()
         request = json.loads(line)
+        confinement = sandbox.Confinement(request["root"], request["scratch"], request["view"], request["uid"])
         judge_end, worker_end = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                control.close()
-                judge_end.close()
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                worker.run(request["root"], worker_end, request)
-            finally:
-                os._exit(0)
-        worker_end.close()
-        socket.send_fds(control, [json.dumps({"pid": pid}).encode() + b"\n"], [judge_end.fileno()])
-        judge_end.close()
+        output, output_end = os.pipe()
+        try:
+            pid = sandbox.spawn(confinement, worker_end, output_end,
+                                lambda report: worker.run(confinement.submission, worker_end, report))
+        except OSError as exc:
+            control.sendall(json.dumps({"id": request["id"], "error": str(exc)}).encode() + b"\n")
+        else:
+            socket.send_fds(control, [json.dumps({"id": request["id"], "pid": pid}).encode() + b"\n"],
+                            [judge_end.fileno(), output])
+        finally:
+            for end in (judge_end, worker_end):
+                end.close()
+            os.close(output)
+            os.close(output_end)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def test_bad_uploads_are_graded_on_what_they_have_and_reported_in_status(demo):
 
 
 def test_results_json_is_gradescope_and_hides_hidden_checks(demo):
-    for folder in (demo[0] / "eli", demo[0] / "ada"):
+    for folder in (demo[0] / "students" / "eli", demo[0] / "students" / "ada"):
         results = json.loads((folder / "results.json").read_text())
         assert set(results) >= {"score", "execution_time", "output", "tests"}
         assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
@@ -76,13 +76,13 @@ def test_results_json_is_gradescope_and_hides_hidden_checks(demo):
 
 
 def test_feedback_names_failed_public_checks_and_hidden_ones_by_name_only(demo):
-    feedback = (demo[0] / "eli" / "feedback.md").read_text()
+    feedback = (demo[0] / "students" / "eli" / "feedback.md").read_text()
     assert "## softmax:" in feedback and "test_softmax_is_numerically_stable" in feedback
     assert "hidden checks:" in feedback
     source = (KIT / "source" / "attention" / "tests" / "test_softmax.py").read_text()
     hidden_code = source[source.index("### BEGIN HIDDEN TESTS"):]
     assert "random_tensor(" in hidden_code and "random_tensor(" not in feedback
-    assert (demo[0] / "eli" / "feedback.html").read_text().startswith("<!doctype html>")
+    assert (demo[0] / "students" / "eli" / "feedback.html").read_text().startswith("<!doctype html>")
 
 
 def test_class_report_opens_without_a_server(demo):
@@ -99,11 +99,11 @@ HAND_WRITTEN_MISTAKES = {"eli": "softmax.no_max_shift", "fay": "masking.tril_mas
 def test_feedback_and_class_report_name_the_known_mistakes(demo):
     out = demo[0]
     for student in sorted(p.name for p in DEMO.iterdir()):
-        summary = json.loads((out / student / "summary.json").read_text())
+        summary = json.loads((out / "students" / student / "summary.json").read_text())
         found = {m["id"] for row in summary["parts"].values() for m in row["misconceptions"]}
         expected = {HAND_WRITTEN_MISTAKES[student]} if student in HAND_WRITTEN_MISTAKES else set()
         assert found == expected, student
-    feedback = (out / "fay" / "feedback.md").read_text()
+    feedback = (out / "students" / "fay" / "feedback.md").read_text()
     assert "known mistake: **`tril` instead of `triu`" in feedback and "True in the mask means" in feedback
     report = (out / "report.html").read_text()
     common = report[report.index("Most common misconceptions"):]
@@ -133,8 +133,8 @@ def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):
         shutil.copytree(DEMO / student, subset / student, symlinks=True)
     grade(subset, tmp_path / "serial", jobs=1, stream=io.StringIO())
     for student in ("lea", "eli", "dara"):
-        mine = json.loads((tmp_path / "serial" / student / "results.json").read_text())
-        theirs = json.loads((demo[0] / student / "results.json").read_text())
+        mine = json.loads((tmp_path / "serial" / "students" / student / "results.json").read_text())
+        theirs = json.loads((demo[0] / "students" / student / "results.json").read_text())
         assert [(t["name"], t["score"]) for t in mine["tests"]] == [(t["name"], t["score"]) for t in theirs["tests"]]
 
 
@@ -147,11 +147,11 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
                             "--jobs", "1"], cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     deadline = time.monotonic() + 300
-    while not list(out.glob("*/results.json")) and time.monotonic() < deadline:
+    while not list(out.glob("students/*/results.json")) and time.monotonic() < deadline:
         time.sleep(0.2)
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
-    finished = {p.parent.name for p in out.glob("*/.fingerprint")}
+    finished = {p.parent.name for p in out.glob("students/*/.fingerprint")}
     assert 1 <= len(finished) < 6
     resumed = grade(cohort, out, jobs=2, stream=io.StringIO())
     assert resumed["skipped"] == len(finished) and resumed["graded"] == 6 - len(finished)
@@ -218,13 +218,13 @@ def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
 
     full = grade(cohort, tmp_path / "full", jobs=1, stream=io.StringIO(), replay=False)
     assert full["replayed_checks"] == 0
-    checks = len(json.loads((tmp_path / "full" / "a_reference" / "results.json").read_text())["tests"])
+    checks = len(json.loads((tmp_path / "full" / "students" / "a_reference" / "results.json").read_text())["tests"])
     for folder, run in ((cohort, "replayed"), (backwards, "replayed-backwards")):
         replayed = grade(folder, tmp_path / run, jobs=1, stream=io.StringIO())
         assert replayed["replayed_checks"] > checks  # a whole copy of the reference, and more
         for rank, student in enumerate(reversed(students)):
             name = student if folder is cohort else f"{rank:02d}-{student}"
             mine, theirs = (json.loads(path.read_text()) for path in (
-                tmp_path / run / name / "results.json", tmp_path / "full" / student / "results.json"))
+                tmp_path / run / "students" / name / "results.json", tmp_path / "full" / "students" / student / "results.json"))
             assert mine["tests"] == theirs["tests"], (run, student)
     assert 0 < float(rows(tmp_path / "full")["zed"]["softmax"]) < 15

@@ -126,7 +126,7 @@ def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
     """The calls of a failing check, answered as the reference answers them, name no mistake:
     a failure that is not about the answers (a dtype, the source's form) is not a misconception.
     Without that guard every mutant that leaves those calls alone would match."""
-    diagnoser = Diagnoser(KNOWN_MISTAKES, SOLUTIONS, slot=None)
+    diagnoser = Diagnoser(KNOWN_MISTAKES, SOLUTIONS, confined=False)
     reference = Student(SOLUTIONS)
     try:
         reference.begin_check()

@@ -11,15 +11,13 @@ import torch
 from autograder.student import Student, StudentError
 from conftest import CHECKS, KIT, SOLUTIONS, grade, submission_with
 
-SLOT = 7  # a sandbox slot of its own: these workers run under their own user id
-
 
 def hostile(tmp_path, body: str, name: str = "scores") -> Student:
     """A submission whose ``<name>.py`` is ``body``; its functions run confined, 3 s per call."""
     folder = tmp_path / "hostile"
     folder.mkdir()
     (folder / f"{name}.py").write_text(textwrap.dedent(body))
-    return Student(folder, timeout=3.0, slot=SLOT, budget=60.0)
+    return Student(folder, timeout=3.0, confined=True, budget=60.0)
 
 
 @pytest.fixture
@@ -44,11 +42,17 @@ def expect_failure(call, kind: str, *fragments: str) -> StudentError:
     return caught.value
 
 
+def expect_unreadable(call) -> None:
+    """Out of the worker's view (not found), or refused by Landlock: never the contents."""
+    error = expect_failure(call, "exception")
+    assert error.type_name in ("FileNotFoundError", "PermissionError"), error
+
+
 def test_every_mechanism_is_enforced_here(student_factory):
     student = student_factory("def attention_scores(x):\n    return x\n")
     student.scores.attention_scores(torch.ones(2))
     assert student.sandbox["missing"] == [], student.sandbox
-    assert set(student.sandbox["enforced"]) >= {"network namespace", "landlock file access", "resource limits"}
+    assert len(student.sandbox["enforced"]) == 6, student.sandbox
 
 
 PATCHING = """
@@ -114,7 +118,7 @@ def test_hidden_checks_solutions_and_sources_cannot_be_read(student_factory, sec
         def attention_scores(x):
             return open({str(secret)!r}).read()
     """)
-    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "PermissionError")
+    expect_unreadable(lambda: student.scores.attention_scores(torch.ones(2)))
 
 
 def test_another_students_files_cannot_be_read(tmp_path, student_factory):
@@ -125,7 +129,7 @@ def test_another_students_files_cannot_be_read(tmp_path, student_factory):
         def attention_scores(x):
             return open({str(other / 'scores.py')!r}).read()
     """)
-    expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "PermissionError")
+    expect_unreadable(lambda: student.scores.attention_scores(torch.ones(2)))
 
 
 def test_the_network_is_unreachable(student_factory):
@@ -160,7 +164,7 @@ def test_a_submission_cannot_outspend_its_budget(tmp_path):
     folder = tmp_path / "slow"
     folder.mkdir()
     (folder / "scores.py").write_text("import time\ndef attention_scores(x):\n    time.sleep(1.5)\n    return x\n")
-    student = Student(folder, timeout=3.0, slot=SLOT, budget=2.0)
+    student = Student(folder, timeout=3.0, confined=True, budget=2.0)
     try:
         student.scores.attention_scores(torch.ones(1))
         expect_failure(lambda: student.scores.attention_scores(torch.ones(1)), "timeout")
@@ -172,7 +176,7 @@ def test_a_submission_cannot_outspend_its_budget(tmp_path):
 @pytest.mark.parametrize("body, kind", [
     ("import os\ndef attention_scores(x):\n    os._exit(3)\n", "crashed"),
     ("import ctypes\ndef attention_scores(x):\n    ctypes.string_at(0)\n", "crashed"),
-    ("import os, signal\ndef attention_scores(x):\n    os.kill(os.getpid(), signal.SIGKILL)\n", "crashed"),
+    ("import os\ndef attention_scores(x):\n    os.abort()\n", "crashed"),
     ("import sys\ndef attention_scores(x):\n    sys.exit(0)\n", "exception"),
     ("def attention_scores(x):\n    raise KeyboardInterrupt\n", "exception"),
 ])

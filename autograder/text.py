@@ -1,0 +1,58 @@
+"""Student-written text (exception messages, printed output, file and folder names), made
+harmless where it lands.
+
+A student controls every character of an exception message and of a folder name. Raw, they
+could rewrite the instructor's terminal (ANSI/OSC escapes: erase a line, fake a progress
+bar, set the window title, write the clipboard), reorder what a reader sees (bidirectional
+overrides), run script in a browser (raw HTML in Markdown), or a formula in a spreadsheet (a
+CSV cell starting with ``=``). Each sink has its function here; HTML pages use ``html.escape``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Kept as they are: line breaks and tabs. Everything else that is not printable is shown as
+# an escape (\x1b, \u202e), so the reader sees that it was there.
+_KEEP = {"\n", "\t"}
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with control and format characters (C0, C1, DEL, bidi overrides, zero-width
+    marks; lone surrogates) spelled out as escapes: safe on a terminal and in a log."""
+    return "".join(_escape(c) if c not in _KEEP and unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn")
+                   else c for c in text)
+
+
+def one_line(text: str) -> str:
+    """:func:`printable`, with line breaks and tabs escaped too (a progress line, a CSV status)."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def markdown_block(text: str) -> str:
+    """A fenced code block showing ``text`` literally: no HTML, link or emphasis is interpreted,
+    and the fence is longer than any run of backticks inside."""
+    text = printable(text)
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def markdown_span(text: str) -> str:
+    """An inline code span showing ``text`` (one line) literally."""
+    text = one_line(text)
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def csv_cell(text: str) -> str:
+    """A cell a spreadsheet shows as text: one line, and no formula (a leading ``=``, ``+``,
+    ``-``, ``@`` is quoted with an apostrophe, as OWASP recommends)."""
+    text = one_line(text)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
