@@ -148,7 +148,7 @@ def write_student(folder: Path, record: dict) -> None:
     write_atomically(folder / "results.json", json.dumps(gradescope(record), indent=1))
     markdown = feedback_markdown(record)
     write_atomically(folder / "feedback.md", markdown)
-    write_atomically(folder / "feedback.html", markdown_to_html(f"Feedback for {record['student']}", markdown))
+    write_atomically(folder / "feedback.html", markdown_to_html(f"Feedback for {one_line(record['student'])}", markdown))
 
 
 def load_record(folder: Path) -> dict | None:
@@ -191,7 +191,7 @@ def histogram_svg(totals: list[float], width: int = 520, height: int = 180) -> s
 
 
 def student_row(record: dict) -> str:
-    cells = [html.escape(record["student"]), *(f"{record['parts'][p]['points']:g}" for p in PARTS),
+    cells = [html.escape(one_line(record["student"])), *(f"{record['parts'][p]['points']:g}" for p in PARTS),
              f"<b>{record['total']:g}</b>", html.escape(record["status"])]
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
 

@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 
+from autograder import student as student_module
 from autograder.student import Student, StudentError
 from conftest import CHECKS, KIT, SOLUTIONS, grade, submission_with
 
@@ -215,19 +216,38 @@ def test_processes_are_capped_and_killed_with_the_worker(student_factory):
     student.close()
 
 
-def test_disk_and_output_are_capped(student_factory):
+def test_a_check_holds_at_most_its_share_of_answers(student_factory, monkeypatch):
+    monkeypatch.setattr(student_module, "MAX_CHECK_BYTES", 3 * 2**20)
+    student = student_factory("import torch\ndef attention_scores(x):\n    return torch.zeros(2**18)\n")  # 1 MiB
+    student.begin_check()
+    for _ in range(2):
+        student.scores.attention_scores(torch.ones(2))
+    expect_failure(lambda: [student.scores.attention_scores(torch.ones(2)) for _ in range(2)], "too_large",
+                   "more than 3 MiB")
+    student.end_check()
+    student.begin_check()  # the next check starts from nothing
+    assert student.scores.attention_scores(torch.ones(2)).numel() == 2**18
+
+
+def test_printing_costs_nothing(student_factory):
     student = student_factory("""
-        import os, sys
+        import sys
+        def attention_scores(x):
+            for _ in range(64):
+                print("y" * 2**20)
+                sys.stderr.write("z" * 2**20)
+            return x
+    """)
+    assert torch.equal(student.scores.attention_scores(torch.ones(2)), torch.ones(2))
+
+
+def test_disk_is_capped(student_factory):
+    student = student_factory("""
         def attention_scores(x):
             with open("big.bin", "wb") as handle:
                 handle.write(b"0" * (64 * 1024**2))
-        def attention_scores_loop(x):
-            sys.stdout.write("y" * (64 * 1024**2))
-            sys.stdout.flush()
-            return os.fstat(1).st_size
     """)
     expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "File too large")
-    assert student.scores.attention_scores_loop(torch.ones(2)) <= 16 * 1024**2
 
 
 def test_a_mechanism_this_machine_lacks_is_reported_not_fatal():

@@ -1,0 +1,276 @@
+"""The boundary against a determined student, attack by attack (issue: the seven classes).
+
+Each attack is a submission graded by the real command line (``python -m autograder grade
+--jobs 1``) in the same lane as, and *before*, an honest twin (the reference solution):
+student folders are graded in name order, so ``a_...`` goes first. Each test would fail on
+the kit before these defences: the attacker reached the next fork, the batch was killed, a
+survivor killed later workers, the judge held gigabytes, secrets and /etc/shadow reached the
+feedback, escapes reached the terminal and CSV, and names collided.
+"""
+
+import csv
+import io
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import mistune
+import pytest
+
+from conftest import KIT, SOLUTIONS
+
+HONEST = "b_honest"
+
+
+def cohort_with(tmp_path: Path, attacker: str, modules: dict[str, str]) -> Path:
+    """A cohort of two: ``attacker`` (the reference with ``modules`` replaced) and an honest twin."""
+    cohort = tmp_path / "cohort"
+    for student, replaced in ((attacker, modules), (HONEST, {})):
+        folder = cohort / student / "attention"
+        folder.mkdir(parents=True)
+        for module in SOLUTIONS.glob("*.py"):
+            shutil.copy(module, folder / module.name)
+        for name, text in replaced.items():
+            (folder / f"{name}.py").write_text(textwrap.dedent(text), encoding="utf-8")
+    return cohort
+
+
+def run_grade(cohort: Path, out: Path, env: dict | None = None, own_pid_namespace: bool = False):
+    """Grade ``cohort`` in one lane, in a session of its own (a process-group kill cannot reach
+    this test run) and, with ``own_pid_namespace``, in a PID namespace of its own (nor can a
+    kill(-1) as root)."""
+    command = [sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
+               "--jobs", "1", "--force"]
+    if own_pid_namespace:
+        command = ["unshare", "--pid", "--fork", "--mount-proc", *command]
+    return subprocess.run(command, cwd=KIT, capture_output=True, text=True, timeout=900, start_new_session=True,
+                          env={**os.environ, **(env or {})})
+
+
+def rows(out: Path) -> dict[str, dict]:
+    return {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+
+
+def feedback(out: Path, student: str) -> str:
+    return (out / "students" / student / "feedback.md").read_text()
+
+
+def assert_honest_twin_unharmed(out: Path) -> None:
+    assert rows(out)[HONEST]["total"] == "100", rows(out)[HONEST]
+
+
+# 1. The zygote's control socket: a worker holds one descriptor to the judge and nothing else.
+FORGER = """
+import json, os, socket, time
+
+def forge():
+    # Every socket this process holds gets forged fork answers: "the new worker is my socket",
+    # "its pid is 0" (killpg(0) kills the lane), "its pid is 1" (kill(-1) as root).
+    mine, _ = socket.socketpair()
+    for fd in range(3, 1024):
+        try:
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        for pid in (0, 1):
+            try:
+                socket.send_fds(sock, [json.dumps({"id": 1, "pid": pid}).encode() + b"\\n"], [mine.fileno()])
+            except OSError:
+                pass
+    if os.fork() == 0:  # and a process that keeps every descriptor, reading
+        time.sleep(120)
+        os._exit(0)
+
+def kinds():
+    found = {}
+    for fd in sorted(int(fd) for fd in os.listdir("/proc/self/fd")):
+        try:
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}").split(":")[0]
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return found
+
+KINDS = kinds()
+
+def attention_scores_for_query(inputs, query):
+    raise RuntimeError(f"open descriptors: {KINDS}")
+
+def attention_scores_loop(inputs):
+    forge()
+    return inputs @ inputs.T
+"""
+
+
+def test_a_worker_holds_one_descriptor_and_a_forged_fork_answer_hurts_only_its_forger(tmp_path):
+    out = tmp_path / "out"
+    run = run_grade(cohort_with(tmp_path, "a_forger", {"scores": FORGER}), out, own_pid_namespace=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_honest_twin_unharmed(out)
+    # 0, 1 and 2 (output: a pipe), and one socket: the worker's own, to the judge.
+    said = feedback(out, "a_forger")
+    descriptors = said[said.index("open descriptors: ") + len("open descriptors: "):].split("}")[0] + "}"
+    assert list(eval(descriptors).values()).count("socket") == 1, descriptors  # noqa: S307 - our own dict repr
+    assert float(rows(out)["a_forger"]["scores"]) < 10
+
+
+# 2. Processes started by a submission die with its worker: a new session and a double fork too.
+SURVIVOR = """
+import ctypes, os, signal, time
+
+def attention_scores(inputs):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(15, b"survivor-7f3a", 0, 0, 0)  # PR_SET_NAME: findable afterwards
+            for _ in range(6000):  # kill every process of my user id (later students of a shared one)
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    pass
+                time.sleep(0.02)
+        os._exit(0)
+    time.sleep(0.2)
+    return inputs @ inputs.transpose(-2, -1)
+"""
+
+
+def survivors() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "survivor-7f3a":
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
+    out = tmp_path / "out"
+    run = run_grade(cohort_with(tmp_path, "a_survivor", {"scores": SURVIVOR}), out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_honest_twin_unharmed(out)
+    assert survivors() == []
+
+
+# 3. The judge's cost is bounded: frame size, a check's answers, decoding on the budget.
+HOG = """
+import os, socket, struct, torch
+
+def softmax(x, dim=-1):
+    return torch.zeros(15 * 2**20)  # 60 MiB: under a frame's cap, five make a check's
+
+def normalize_sum(x, dim=-1):
+    return torch.zeros(20 * 2**20)  # 80 MiB: over a frame's cap
+
+def context_vectors(weights, values):
+    for fd in range(3, 64):  # a raw frame header announcing 4 GiB, straight onto the judge's socket
+        try:
+            socket.socket(fileno=os.dup(fd)).sendall(struct.pack("<II", 2**32 - 1, 0))
+        except OSError:
+            pass
+    return weights @ values
+"""
+
+
+def test_the_judge_holds_a_bounded_amount_of_what_a_submission_sends(tmp_path):
+    out = tmp_path / "out"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    run = run_grade(cohort_with(tmp_path, "a_hog", {"softmax": HOG}), out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_honest_twin_unharmed(out)
+    peak_mib = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    assert peak_mib < 3 * 1024, f"a process of the grader reached {peak_mib:.0f} MiB"
+    said = feedback(out, "a_hog")
+    assert "more than the 64 MiB one call may return" in said
+    assert "is over the limit" in said  # the raw header: refused before anything else is read
+    assert float(rows(out)["a_hog"]["softmax"]) < 1
+
+
+# 4. and 5. Workers see a clean environment, their own processes, no capability, no host files.
+SNOOP = """
+import os
+
+def read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(300)
+    except OSError as exc:
+        return type(exc).__name__
+
+def softmax(x, dim=-1):
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    raise RuntimeError(repr({
+        "environ": dict(os.environ), "proc_environ": read("/proc/self/environ"),
+        "init_environ": read("/proc/1/environ"), "parent_environ": read(f"/proc/{os.getppid()}/environ"),
+        "pids": sorted(p for p in os.listdir("/proc") if p.isdigit()),
+        "caps": [status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd")],
+        "shadow": read("/etc/shadow"), "passwd": read("/etc/passwd"), "root": read("/root/.bashrc"),
+        "kit": read(%(kit)r), "sys": read("/sys/class/net/lo/address"),
+    }))
+"""
+
+
+def test_workers_see_no_secret_no_other_process_no_capability_and_no_host_file(tmp_path):
+    out = tmp_path / "out"
+    snoop = SNOOP % {"kit": str(KIT / "source" / "attention" / "tests" / "points.toml")}
+    run = run_grade(cohort_with(tmp_path, "a_snoop", {"softmax": snoop}), out, env={"GRADER_SECRET": "hunter2-7f3a"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_honest_twin_unharmed(out)
+    said = feedback(out, "a_snoop")
+    seen = eval(said[said.index("RuntimeError: ") + len("RuntimeError: "):].split("\n")[0])  # noqa: S307 - its repr
+    assert "hunter2" not in said and "PYTEST_CURRENT_TEST" not in said and "GRADER_SECRET" not in said
+    assert set(seen["environ"]) <= {"PATH", "LANG", "LC_ALL", "OMP_NUM_THREADS", "PYTHONDONTWRITEBYTECODE",
+                                    "PYTHONHASHSEED", "HOME", "TMPDIR"}
+    assert seen["pids"] == ["1"]
+    assert seen["caps"] == ["0000000000000000"] * 3
+    for secret in ("shadow", "passwd", "root", "kit", "sys"):
+        assert seen[secret] in ("FileNotFoundError", "PermissionError"), (secret, seen[secret])
+
+
+# 6. Student text is neutralised where it lands: terminal, CSV, Markdown, HTML, Gradescope.
+ESCAPES = "\x1b[2K\r\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07\u202e"
+INJECTOR = """
+def softmax(x, dim=-1):
+    raise RuntimeError(%r)
+""" % (ESCAPES + "<script>alert(1)</script> [click](javascript:alert(1)) <img src=x onerror=alert(1)> ```")
+NAME = "=HYPERLINK(\"x\")\x1b[31m"  # sorts before b_honest
+
+
+def test_student_text_is_neutralised_in_every_output(tmp_path):
+    out = tmp_path / "out"
+    run = run_grade(cohort_with(tmp_path, NAME, {"softmax": INJECTOR}), out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_honest_twin_unharmed(out)
+    texts = {"stderr": run.stderr, "stdout": run.stdout, "grades.csv": (out / "grades.csv").read_text(),
+             "report.html": (out / "report.html").read_text()}
+    for name in ("feedback.md", "feedback.html", "results.json"):
+        texts[name] = (out / "students" / NAME / name).read_text()
+    for where, text in texts.items():
+        assert not any(c in text for c in "\x1b\x07\u202e"), where
+    assert [name for name in rows(out) if "HYPERLINK" in name] == ["'=HYPERLINK(\"x\")\\x1b[31m"]
+    results = json.loads(texts["results.json"])
+    rendered = [mistune.create_markdown(escape=False)(md) for md in (texts["feedback.md"], results["output"])]
+    for html in [*rendered, texts["feedback.html"], texts["report.html"]]:
+        assert "<script" not in html and "<img" not in html and 'href="javascript:' not in html
+    assert "&lt;script&gt;" in rendered[0]  # shown, as text
+    assert all(test.get("output_format") == "text" for test in results["tests"] if "output" in test)
+
+
+# 7. Staging and output paths cannot collide, whatever the student names.
+def test_student_names_never_collide(tmp_path):
+    cohort = tmp_path / "cohort"
+    names = ["bob", "bob.raw.json", "x" * 250, "grades.csv", "report.html", "students", "raw.json"]
+    for name in names:
+        shutil.copytree(SOLUTIONS, cohort / name / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
+    out = tmp_path / "out"
+    run = run_grade(cohort, out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    table = rows(out)
+    assert sorted(table) == sorted(names)
+    assert all(row["total"] == "100" and row["status"] == "graded" for row in table.values()), table
