@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import io
 import json
+import resource
 import sys
 import traceback
 
@@ -37,6 +38,12 @@ def grade_one(job: dict, checks: str, reference: str | None, timeout: float, bud
     return {"results": job["results"]}
 
 
+# The judge's own memory ceiling (address space): what a submission makes it hold is bounded
+# already (codec.MAX_FRAME_BYTES, student.MAX_CHECK_BYTES); this is the back-stop, so one lane
+# can never take the machine. A lane normally maps about 0.7 GiB.
+JUDGE_MEMORY_BYTES = 4 * 1024**3
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder lane")
     parser.add_argument("--checks", required=True)
@@ -45,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=120.0)
     parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.replay)")
     options = parser.parse_args(argv)
+    resource.setrlimit(resource.RLIMIT_AS, (JUDGE_MEMORY_BYTES, JUDGE_MEMORY_BYTES))
     answers = sys.stdout
     sys.stdout = sys.stderr  # only answers go to the orchestrator's pipe
     for line in sys.stdin:
