@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autograder import PARTS
 from autograder.release import ASSIGNMENT, KIT_ROOT, build, directory
+from autograder.text import one_line
 
 
 def default_submissions() -> Path:
@@ -96,10 +97,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"recorded the points of {record(run['records'], gradebook)} students in {gradebook}")
         for warning in run["warnings"]:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
+        for problem in run["ungraded"]:
+            print(f"error: not graded: {one_line(problem)}", file=sys.stderr)
         print(f"graded {run['graded']} submissions ({run['skipped']} unchanged, skipped) of {run['students']} "
               f"in {run['seconds']:.1f} s; mean {run['mean']:.1f}/100; reports in {options.out}/ "
               f"(grades.csv, report.html, students/<student>/feedback.md)")
-        return 0
+        return 1 if run["ungraded"] else 0
     import pytest
 
     from autograder.plugin import checks_command_line

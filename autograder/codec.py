@@ -130,7 +130,7 @@ def decode(header: bytes, blobs: list[bytes]):
         raise CodecError(f"malformed header: {str(exc)[:200]}") from None
     try:
         return _decode(tree, blobs)
-    except (IndexError, KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+    except (IndexError, KeyError, TypeError, ValueError, OverflowError, RecursionError, RuntimeError) as exc:
         raise CodecError(f"malformed message: {type(exc).__name__}") from None
 
 

@@ -77,6 +77,9 @@ def stage(submission: Submission, into: Path) -> Path:
     target = into / ASSIGNMENT
     target.mkdir(parents=True)
     source = submission.folder
+    if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
+        submission.notes.append(f"{ASSIGNMENT}/ is a link, not a folder of the submission: not graded")
+        return target
     if not source.is_dir():
         submission.notes.append(f"no {ASSIGNMENT}/ folder in the submission")
         return target
@@ -227,6 +230,24 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     warnings: set[str] = set()
     replayed: list[int] = []  # per graded submission: checks that passed by replay
 
+    ungraded: list[str] = []  # students the run could not grade or not write (a full disk, ...)
+
+    def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
+        clock = time.monotonic()
+        raw_file = staged.parent / "raw.json"
+        answer = lane.grade(staged, raw_file)
+        raw = json.loads(raw_file.read_text()) if "results" in answer and raw_file.is_file() else None
+        if raw and raw.get("sandbox"):
+            warnings.update(raw["sandbox"]["missing"])
+        replayed.append(raw.get("replayed", 0) if raw else 0)
+        record = reports.student_record(submission.student, raw, submission.notes,
+                                        answer.get("error"), time.monotonic() - clock)
+        folder = student_folder(out, submission.student)
+        folder.mkdir(parents=True, exist_ok=True)
+        reports.write_student(folder, record)
+        reports.write_atomically(folder / FINGERPRINT, stamp)
+        return record["status"]
+
     def lane_loop() -> None:
         lane = Lane(call_timeout, budget, replay)
         try:
@@ -235,20 +256,12 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
                     submission, staged, stamp = work.get_nowait()
                 except queue.Empty:
                     return
-                clock = time.monotonic()
-                raw_file = staged.parent / "raw.json"
-                answer = lane.grade(staged, raw_file)
-                raw = json.loads(raw_file.read_text()) if "results" in answer and raw_file.is_file() else None
-                if raw and raw.get("sandbox"):
-                    warnings.update(raw["sandbox"]["missing"])
-                replayed.append(raw.get("replayed", 0) if raw else 0)
-                record = reports.student_record(submission.student, raw, submission.notes,
-                                                answer.get("error"), time.monotonic() - clock)
-                folder = student_folder(out, submission.student)
-                folder.mkdir(parents=True, exist_ok=True)
-                reports.write_student(folder, record)
-                reports.write_atomically(folder / FINGERPRINT, stamp)
-                progress.step(submission.student, record["status"])
+                try:
+                    status = grade_submission(lane, submission, staged, stamp)
+                except Exception as exc:  # noqa: BLE001 - one submission never stops the batch
+                    ungraded.append(f"{submission.student}: {type(exc).__name__}: {exc}")
+                    status = f"not graded ({type(exc).__name__}: {exc})"
+                progress.step(submission.student, status)
         finally:
             lane.close()
 
@@ -260,9 +273,11 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     shutil.rmtree(staging, ignore_errors=True)
 
     records = [reports.load_record(student_folder(out, s.student)) for s in cohort]
+    ungraded += [f"{s.student}: no report" for s, r in zip(cohort, records)
+                 if r is None and not any(u.startswith(f"{s.student}: ") for u in ungraded)]
     records = [r for r in records if r is not None]
     reports.write_atomically(out / "grades.csv", reports.grades_csv(records))
     reports.write_atomically(out / "report.html", reports.class_report(records))
-    return {"graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
+    return {"graded": len(todo), "skipped": skipped, "ungraded": ungraded, "students": len(records), "replayed_checks": sum(replayed),
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
             "mean": sum(r["total"] for r in records) / len(records) if records else 0.0, "records": records}

@@ -39,6 +39,7 @@ from landlock import Ruleset  # imported here, once in the zygote, not in every 
 from landlock.plumbing import FSAccess
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -56,6 +57,7 @@ UID_BASE = 0x20000000
 UIDS_PER_BLOCK = 1 << 16
 UID_BLOCKS = 4096
 
+SCRATCH_BYTES, SCRATCH_FILES = 32 * 1024**2, 4096
 # The device nodes a worker may open; everything else under /dev stays out of its view.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 # The environment a worker starts from (HOME and TMPDIR are its scratch folder).
@@ -165,13 +167,14 @@ def _zygote_pid_namespace() -> int:
 
 
 def new_namespaces() -> None:
-    """A mount and a network namespace for the calling process."""
+    """Mount, network and System V IPC namespaces for the calling process (IPC objects, such as
+    shared memory segments, die with the namespace instead of outliving the worker)."""
     if os.getuid() == 0:
-        unshare(CLONE_NEWNS | CLONE_NEWNET)
+        unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
         return
     # Without root, a user namespace grants the rest; inside it we are root over nothing of the host's.
     uid, gid = os.getuid(), os.getgid()
-    unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)
+    unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
@@ -187,7 +190,7 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         close_all_but(worker_socket.fileno())  # one descriptor to the judge, its own, and nothing else
         if confinement.uid is not None:
             os.chown(confinement.scratch, confinement.uid, confinement.uid)
-        if report.attempt("mount and network namespaces", new_namespaces):
+        if report.attempt("mount, network and IPC namespaces", new_namespaces):
             report.attempt("a file system view of its own (Python, libraries, its submission, scratch, own /proc)",
                            lambda: enter_view(confinement))
         else:
@@ -259,7 +262,12 @@ def enter_view(confinement: Confinement) -> None:
     for link in ("/lib", "/lib64", "/bin"):  # the loader's paths are links to /usr on merged-/usr systems
         if os.path.islink(link) and not os.path.lexists(view + link):
             os.symlink(os.readlink(link), view + link)
-    bind(confinement.scratch, writable=True)
+    # Scratch is a small tmpfs of its own: it vanishes with the namespace, and its size and file
+    # count are capped (the file size limit caps one file, not how many).
+    os.makedirs(view + confinement.scratch, mode=0o755, exist_ok=True)
+    mount("tmpfs", view + confinement.scratch, "tmpfs", MS_NOSUID | MS_NODEV,
+          f"size={SCRATCH_BYTES},nr_inodes={SCRATCH_FILES},mode=0700" +
+          (f",uid={confinement.uid},gid={confinement.uid}" if confinement.uid is not None else ""))
     for device in DEVICES:
         if os.path.exists(device):
             bind(device, device=True)

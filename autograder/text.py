@@ -25,8 +25,8 @@ def _escape(char: str) -> str:
 
 def printable(text: str) -> str:
     """``text`` with control and format characters (C0, C1, DEL, bidi overrides, zero-width
-    marks; lone surrogates) spelled out as escapes: safe on a terminal and in a log."""
-    return "".join(_escape(c) if c not in _KEEP and unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn")
+    marks, line and paragraph separators; lone surrogates) spelled out as escapes: safe on a terminal and in a log."""
+    return "".join(_escape(c) if c not in _KEEP and unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
                    else c for c in text)
 
 
@@ -53,6 +53,6 @@ def markdown_span(text: str) -> str:
 
 def csv_cell(text: str) -> str:
     """A cell a spreadsheet shows as text: one line, and no formula (a leading ``=``, ``+``,
-    ``-``, ``@`` is quoted with an apostrophe, as OWASP recommends)."""
+    ``-``, ``@``, after any spaces, is quoted with an apostrophe, as OWASP recommends)."""
     text = one_line(text)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+    return "'" + text if text.lstrip()[:1] in ("=", "+", "-", "@") else text

@@ -123,6 +123,8 @@ SURVIVOR = """
 import ctypes, os, signal, time
 
 def attention_scores(inputs):
+    libc = ctypes.CDLL(None)
+    libc.shmget(0, 7340033, 0o1000 | 0o600)  # a System V shared memory segment, never removed
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
@@ -156,6 +158,8 @@ def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert_honest_twin_unharmed(out)
     assert survivors() == []
+    segments = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    assert not [line for line in segments if line.split()[3] == "7340033"], segments
 
 
 # 3. The judge's cost is bounded: frame size, a check's answers, decoding on the budget.
@@ -260,6 +264,21 @@ def test_student_text_is_neutralised_in_every_output(tmp_path):
         assert "<script" not in html and "<img" not in html and 'href="javascript:' not in html
     assert "&lt;script&gt;" in rendered[0]  # shown, as text
     assert all(test.get("output_format") == "text" for test in results["tests"] if "output" in test)
+
+
+def test_a_linked_submission_folder_is_not_followed(tmp_path):
+    cohort = cohort_with(tmp_path, "a_reader", {})
+    shutil.rmtree(cohort / "a_reader" / "attention")
+    (cohort / "a_reader" / "attention").symlink_to(SOLUTIONS)  # the reference, graded as one's own
+    (cohort / "a_lister").mkdir()
+    (cohort / "a_lister" / "attention").symlink_to(KIT / "source" / "attention" / "tests")  # names of hidden files
+    out = tmp_path / "out"
+    run = run_grade(cohort, out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_honest_twin_unharmed(out)
+    for student in ("a_reader", "a_lister"):
+        assert rows(out)[student]["total"] == "0" and "is a link" in rows(out)[student]["status"]
+    assert "points.toml" not in (out / "grades.csv").read_text()
 
 
 # 7. Staging and output paths cannot collide, whatever the student names.

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from autograder import PARTS
+from autograder import PARTS, reports
 from autograder.grade import grade
 from conftest import KIT, SOLUTIONS
 
@@ -228,3 +228,20 @@ def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
                 tmp_path / run / "students" / name / "results.json", tmp_path / "full" / "students" / student / "results.json"))
             assert mine["tests"] == theirs["tests"], (run, student)
     assert 0 < float(rows(tmp_path / "full")["zed"]["softmax"]) < 15
+
+
+def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkeypatch):
+    cohort = tmp_path / "cohort"
+    for student in ("a_full_disk", "b_fine"):
+        shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    write_student = reports.write_student
+
+    def disk_full_for_one(folder, record):
+        if record["student"] == "a_full_disk":
+            raise OSError(28, "No space left on device")
+        write_student(folder, record)
+
+    monkeypatch.setattr(reports, "write_student", disk_full_for_one)
+    run = grade(cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
+    assert [r["student"] for r in run["records"]] == ["b_fine"]
+    assert run["ungraded"] and run["ungraded"][0].startswith("a_full_disk: OSError")

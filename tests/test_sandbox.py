@@ -250,6 +250,28 @@ def test_disk_is_capped(student_factory):
     expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "exception", "File too large")
 
 
+def test_scratch_is_a_small_tmpfs_that_leaves_nothing_behind(student_factory):
+    student = student_factory("""
+        import os
+        def attention_scores(x):
+            for _ in range(1200):  # deeper than the judge could recurse to remove it
+                os.mkdir("d")
+                os.chdir("d")
+            made = 0
+            try:
+                while True:
+                    with open(f"f{made}", "wb") as handle:
+                        handle.write(b"0" * 2**20)
+                    made += 1
+            except OSError:
+                return made
+    """)
+    assert student.scores.attention_scores(torch.ones(2)) < 40  # MiB: the scratch tmpfs is full
+    folder = student._shared["worker"].folder
+    student.close()
+    assert not folder.exists()
+
+
 def test_a_mechanism_this_machine_lacks_is_reported_not_fatal():
     from autograder.sandbox import Report
 
