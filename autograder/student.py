@@ -160,7 +160,7 @@ class WorkerProcess:
 
     def __init__(self, root: Path, confined: bool):
         self.folder = Path(tempfile.mkdtemp(prefix="attention-worker-"))
-        self.proc, self.pidfd, self.uid = None, None, None
+        self.proc, self.pidfd, self.uid, self.sock, self.output = None, None, None, None, None
         self.printed = OutputTail()
         if not confined:
             judge_end, worker_end = socket.socketpair()
@@ -169,6 +169,7 @@ class WorkerProcess:
                 [sys.executable, "-m", "autograder.worker", str(root), str(worker_end.fileno())],
                 cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=output_end, stderr=output_end,
                 pass_fds=(worker_end.fileno(),))
+            self.sock = judge_end
             worker_end.close()
             os.close(output_end)
         else:
@@ -177,15 +178,18 @@ class WorkerProcess:
             view.mkdir()
             self.folder.chmod(0o711)  # without a view of its own, a worker under its own user id must reach scratch/
             zygote = Zygote.shared()
-            judge_end, self.output, pid, self.uid = zygote.fork(
-                {"root": str(root), "scratch": str(scratch), "view": str(view)})
+            try:
+                self.sock, self.output, pid, self.uid = zygote.fork(
+                    {"root": str(root), "scratch": str(scratch), "view": str(view)})
+            except OSError:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                raise
             self.pidfd = os.pidfd_open(pid)
             if parent_of(pid) != zygote.proc.pid:  # the pid was not reused before we held it
                 os.close(self.pidfd)
                 self.pidfd = None
                 self.close()
                 raise OSError("the worker ended before it started")
-        self.sock = judge_end
         self.sock.setblocking(False)
         os.set_blocking(self.output, False)
 
@@ -236,7 +240,7 @@ class WorkerProcess:
         return self.printed.text()
 
     def close(self) -> None:
-        if getattr(self, "sock", None) is not None:
+        if self.sock is not None:
             self.sock.close()
         if self.output is not None:
             os.close(self.output)
