@@ -230,7 +230,7 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     warnings: set[str] = set()
     replayed: list[int] = []  # per graded submission: checks that passed by replay
 
-    ungraded: list[str] = []  # students the run could not grade or not write (a full disk, ...)
+    ungraded: dict[str, str] = {}  # student: why the run could not grade or write them (a full disk, ...)
 
     def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
         clock = time.monotonic()
@@ -259,7 +259,7 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
                 try:
                     status = grade_submission(lane, submission, staged, stamp)
                 except Exception as exc:  # noqa: BLE001 - one submission never stops the batch
-                    ungraded.append(f"{submission.student}: {type(exc).__name__}: {exc}")
+                    ungraded[submission.student] = f"{type(exc).__name__}: {exc}"
                     status = f"not graded ({type(exc).__name__}: {exc})"
                 progress.step(submission.student, status)
         finally:
@@ -273,11 +273,12 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     shutil.rmtree(staging, ignore_errors=True)
 
     records = [reports.load_record(student_folder(out, s.student)) for s in cohort]
-    ungraded += [f"{s.student}: no report" for s, r in zip(cohort, records)
-                 if r is None and not any(u.startswith(f"{s.student}: ") for u in ungraded)]
+    for submission, record in zip(cohort, records):
+        if record is None:
+            ungraded.setdefault(submission.student, "no report")
     records = [r for r in records if r is not None]
     reports.write_atomically(out / "grades.csv", reports.grades_csv(records))
     reports.write_atomically(out / "report.html", reports.class_report(records))
-    return {"graded": len(todo), "skipped": skipped, "ungraded": ungraded, "students": len(records), "replayed_checks": sum(replayed),
+    return {"graded": len(todo), "skipped": skipped, "ungraded": [f"{student}: {why}" for student, why in ungraded.items()], "students": len(records), "replayed_checks": sum(replayed),
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
             "mean": sum(r["total"] for r in records) / len(records) if records else 0.0, "records": records}

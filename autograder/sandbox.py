@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import functools
 import os
 import resource
 import select
@@ -222,6 +223,7 @@ def close_all_but(keep: int) -> None:
 
 
 # -- the file system view -----------------------------------------------------------------------
+@functools.cache  # the same for every worker: computed once, in the zygote
 def read_roots() -> list[str]:
     """What a worker may read besides its submission: Python, its packages, the system's libraries
     and the worker's own code (the kit's ``autograder/``, no checks)."""
@@ -351,7 +353,6 @@ class UidPool:
         if self.next >= self.end:
             self._claim_block()
         uid, self.next = self.next, self.next + 1
-        sweep(uid)  # a block may have been another run's: nothing of it may still run
         return uid
 
     def _claim_block(self) -> None:
@@ -367,20 +368,21 @@ class UidPool:
             self.lock = lock  # held (open) as long as this process lives
             self.next = UID_BASE + block * UIDS_PER_BLOCK
             self.end = self.next + UIDS_PER_BLOCK
+            sweep(range(self.next, self.end))  # the block may have been another run's: nothing of it may still run
             return
         raise OSError("no free block of worker user ids")
 
 
-def sweep(uid: int, rounds: int = 20) -> int:
-    """Kill every process running as ``uid``; return how many were found. Back-stop for machines
-    without PID namespaces: a worker's processes die with its namespace."""
+def sweep(uids: range, rounds: int = 20) -> int:
+    """Kill every process running as one of ``uids``; return how many were found. Back-stop for
+    machines without PID namespaces: a worker's processes die with its namespace."""
     found = 0
     for _ in range(rounds):
         pids = []
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
                 try:
-                    if entry.stat().st_uid == uid:
+                    if entry.stat().st_uid in uids:
                         pids.append(int(entry.name))
                 except OSError:
                     pass

@@ -251,7 +251,7 @@ class WorkerProcess:
             os.close(self.pidfd)
             self.pidfd = None
         if self.uid is not None:
-            sandbox.sweep(self.uid)
+            sandbox.sweep(range(self.uid, self.uid + 1))
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()

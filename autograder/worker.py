@@ -254,15 +254,19 @@ def run(root: str, sock: socket.socket, report=None) -> None:
             answer = {"ok": worker.serve(request)}
             frame = encode(answer)
         except CodecError as exc:
-            frame = encode({"error": {"kind": "bad_value", "type": "", "message": f"returned a value the grader cannot read: {exc}",
-                                      "where": str(request.get("target", "")), "trace": ""}})
+            frame = bad_value(request, f"returned a value the grader cannot read: {exc}")
         except BaseException as exc:  # noqa: BLE001 - report everything the student's code raises
             frame = encode({"error": error_answer(exc, request, worker.root)})
         if len(frame) > MAX_FRAME_BYTES:  # the judge would refuse it: say why, in the student's terms
-            frame = encode({"error": {"kind": "bad_value", "type": "", "where": str(request.get("target", "")), "trace": "",
-                                      "message": f"returned {len(frame) / 2**20:.0f} MiB, more than the "
-                                                 f"{MAX_FRAME_BYTES // 2**20} MiB one call may return"}})
+            frame = bad_value(request, f"returned {len(frame) / 2**20:.0f} MiB, more than the "
+                                       f"{MAX_FRAME_BYTES // 2**20} MiB one call may return")
         sock.sendall(frame)
+
+
+def bad_value(request: dict, message: str) -> bytes:
+    """The error answer for a result that cannot go back to the judge."""
+    return encode({"error": {"kind": "bad_value", "type": "", "message": message,
+                             "where": str(request.get("target", "")), "trace": ""}})
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ def serve(control: socket.socket) -> None:
     sandbox.prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL)  # the zygote, and so every sandbox, dies with its judge
     torch.set_num_threads(1)  # before any fork: tiny tensors, and lanes already fill the cores
     warm_up()
+    sandbox.read_roots()  # resolved once here; every worker inherits the answer
     for line in control.makefile("rb"):
         reap()
         request = json.loads(line)
