@@ -5,6 +5,7 @@ Before it imports anything of the submission, the worker:
 
 - closes every descriptor but its socket to the judge (its output goes to a pipe the judge
   drains, so printing never blocks or fails);
+- moves itself into the memory cgroup the judge made for it (:mod:`autograder.cgroup`);
 - makes new mount and network namespaces and builds its own view of the file system: a tmpfs
   holding read-only bind mounts of Python, its packages, the system's libraries and the
   submission's private copy, one writable scratch folder, four device nodes and a ``/proc`` of
@@ -39,6 +40,8 @@ from dataclasses import dataclass, field
 from landlock import Ruleset  # imported here, once in the zygote, not in every worker (8 ms each)
 from landlock.plumbing import FSAccess
 
+from autograder import cgroup
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -59,6 +62,7 @@ UIDS_PER_BLOCK = 1 << 16
 UID_BLOCKS = 4096
 
 SCRATCH_BYTES, SCRATCH_FILES = 32 * 1024**2, 4096
+MEMORY_CEILING = "a memory ceiling for all its processes together (cgroup)"
 # The device nodes a worker may open; everything else under /dev stays out of its view.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 # The environment a worker starts from (HOME and TMPDIR are its scratch folder).
@@ -68,7 +72,8 @@ ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", 
 
 @dataclass(frozen=True)
 class Limits:
-    memory_bytes: int = 4 * 1024**3
+    memory_bytes: int = 4 * 1024**3  # each process's address space
+    total_memory_bytes: int = 4 * 1024**3  # all of a worker's processes together (its cgroup)
     cpu_seconds: int = 300
     file_bytes: int = 16 * 1024**2
     open_files: int = 256
@@ -98,6 +103,7 @@ class Confinement:
     scratch: str  # writable, also HOME and TMPDIR
     view: str  # an empty folder the worker's file system view is mounted on
     uid: int | None  # a user id of its own (root only); None keeps the grader's
+    cgroup: str | None  # the cgroup.procs of its memory cgroup (made by the judge); None: there is none
 
 
 # -- system calls -------------------------------------------------------------------------------
@@ -189,6 +195,8 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         os.dup2(output, 1)
         os.dup2(output, 2)
         close_all_but(worker_socket.fileno())  # one descriptor to the judge, its own, and nothing else
+        if confinement.cgroup is not None:  # while /sys is still in view
+            report.attempt(MEMORY_CEILING, lambda: cgroup.join(confinement.cgroup))
         if confinement.uid is not None:
             os.chown(confinement.scratch, confinement.uid, confinement.uid)
         if report.attempt("mount, network and IPC namespaces", new_namespaces):

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import sandbox
+from autograder import cgroup, sandbox
 from autograder.codec import CodecError, HandleRef, decode_frame, encode, read_frame_bytes
 from autograder.text import printable
 
@@ -161,6 +161,8 @@ class WorkerProcess:
     def __init__(self, root: Path, confined: bool):
         self.folder = Path(tempfile.mkdtemp(prefix="attention-worker-"))
         self.proc, self.pidfd, self.uid, self.sock, self.output = None, None, None, None, None
+        self.cgroup: cgroup.WorkerCgroup | None = None
+        self.missing: list[str] = []  # what the judge could not set up for its sandbox
         self.printed = OutputTail()
         if not confined:
             judge_end, worker_end = socket.socketpair()
@@ -177,12 +179,17 @@ class WorkerProcess:
             scratch.mkdir()
             view.mkdir()
             self.folder.chmod(0o711)  # without a view of its own, a worker under its own user id must reach scratch/
+            try:
+                self.cgroup = cgroup.WorkerCgroup(sandbox.Limits().total_memory_bytes)
+            except OSError as exc:
+                self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
             zygote = Zygote.shared()
             try:
                 self.sock, self.output, pid, self.uid = zygote.fork(
-                    {"root": str(root), "scratch": str(scratch), "view": str(view)})
+                    {"root": str(root), "scratch": str(scratch), "view": str(view),
+                     "cgroup": self.cgroup and self.cgroup.procs})
             except OSError:
-                shutil.rmtree(self.folder, ignore_errors=True)
+                self.close()
                 raise
             self.pidfd = os.pidfd_open(pid)
             if parent_of(pid) != zygote.proc.pid:  # the pid was not reused before we held it
@@ -234,6 +241,9 @@ class WorkerProcess:
                 return f"exit code {self.proc.wait(1.0)}"
             except subprocess.TimeoutExpired:
                 return "still running"
+        if self.cgroup is not None and self.cgroup.oom_killed():
+            ceiling = sandbox.Limits().total_memory_bytes / 2**30
+            return f"its processes together went over the {ceiling:g} GiB memory ceiling and the kernel stopped one"
         return "it exited or was killed"
 
     def output_tail(self) -> str:
@@ -252,6 +262,8 @@ class WorkerProcess:
             self.pidfd = None
         if self.uid is not None:
             sandbox.sweep(range(self.uid, self.uid + 1))
+        if self.cgroup is not None:  # empty now: its processes are gone
+            self.cgroup.remove()
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
@@ -317,7 +329,10 @@ class Student:
         worker = WorkerProcess(self.root, self.confined)
         self._shared["worker"] = worker
         hello = decode_frame(worker.receive(60.0))  # the worker's first words: what its sandbox enforced
-        self._shared["sandbox"] = hello.get("hello") if isinstance(hello, dict) else None
+        report = hello.get("hello") if isinstance(hello, dict) else None
+        if isinstance(report, dict):
+            report["missing"] = [*worker.missing, *report.get("missing", [])]
+        self._shared["sandbox"] = report
         return worker
 
     def request(self, request: dict, wrap: bool = True):

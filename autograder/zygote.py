@@ -5,7 +5,7 @@ never. The zygote holds nothing of the judge's (no checks, no expected tensors, 
 reference, no environment: the judge starts it with :data:`autograder.sandbox.ENVIRONMENT`):
 a forked worker inherits only torch and the worker code. It is started by
 :class:`autograder.student.Zygote` as ``python -m autograder.zygote <socket fd>``; each request
-is one JSON line ``{"id", "root", "scratch", "view", "uid"}`` and each answer a JSON line
+is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
 ``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
 the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.sandbox.spawn`),
 a child of this process and PID 1 of its own namespace.
@@ -53,7 +53,8 @@ def serve(control: socket.socket) -> None:
     for line in control.makefile("rb"):
         reap()
         request = json.loads(line)
-        confinement = sandbox.Confinement(request["root"], request["scratch"], request["view"], request["uid"])
+        confinement = sandbox.Confinement(request["root"], request["scratch"], request["view"], request["uid"],
+                                          request["cgroup"])
         judge_end, worker_end = socket.socketpair()
         output, output_end = os.pipe()
         try:

@@ -22,6 +22,7 @@ from pathlib import Path
 import mistune
 import pytest
 
+from autograder import cgroup
 from conftest import KIT, SOLUTIONS
 
 HONEST = "b_honest"
@@ -195,6 +196,43 @@ def test_the_judge_holds_a_bounded_amount_of_what_a_submission_sends(tmp_path):
     assert "is over the limit" in said  # the raw header: refused before anything else is read
     assert float(rows(out)["a_hog"]["softmax"]) < 1
 
+
+
+# ... and so is the machine's: a worker's processes together stay under one memory ceiling.
+CROWD = """
+import os, time
+
+def attention_scores(inputs):
+    children = []
+    for _ in range(12):  # 12 x 512 MiB: each under the per-process limit, together 6 GiB
+        readable, writable = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray(512 * 2**20)
+            for page in range(0, len(block), 4096):  # every page resident
+                block[page] = 1
+            os.write(writable, b"+")
+            time.sleep(600)
+        os.close(writable)
+        children.append((pid, readable))
+    for _, readable in children:
+        os.read(readable, 1)  # held, or stopped by the kernel before
+    alive = [pid for pid, _ in children if os.waitpid(pid, os.WNOHANG) == (0, 0)]
+    raise RuntimeError(f"held {len(alive) * 512} MiB at once")
+"""
+
+
+def test_a_workers_processes_together_stay_under_one_memory_ceiling(tmp_path):
+    out = tmp_path / "out"
+    run = run_grade(cohort_with(tmp_path, "a_crowd", {"scores": CROWD}), out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_honest_twin_unharmed(out)
+    said = feedback(out, "a_crowd")
+    assert int(said[said.index("held ") + len("held "):].split()[0]) <= 4096, said  # 6144 without the ceiling
+    own = cgroup.find_hierarchy(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text()).own
+    leftovers = [folder.name for folder in own.glob("autograder-*-*")
+                 if not Path(f"/proc/{folder.name.split('-')[1]}").exists()]
+    assert leftovers == []  # every worker's cgroup was removed after it
 
 # 4. and 5. Workers see a clean environment, their own processes, no capability, no host files.
 SNOOP = """

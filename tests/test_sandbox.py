@@ -4,11 +4,13 @@ network, hang, exhaust the machine or crash the grader."""
 import socket
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 import torch
 
 from autograder import student as student_module
+from autograder.cgroup import Hierarchy, find_hierarchy
 from autograder.student import Student, StudentError
 from conftest import CHECKS, KIT, SOLUTIONS, grade, submission_with
 
@@ -53,7 +55,7 @@ def test_every_mechanism_is_enforced_here(student_factory):
     student = student_factory("def attention_scores(x):\n    return x\n")
     student.scores.attention_scores(torch.ones(2))
     assert student.sandbox["missing"] == [], student.sandbox
-    assert len(student.sandbox["enforced"]) == 6, student.sandbox
+    assert len(student.sandbox["enforced"]) == 7, student.sandbox
 
 
 PATCHING = """
@@ -283,3 +285,38 @@ def test_a_mechanism_this_machine_lacks_is_reported_not_fatal():
     report.attempt("resource limits", lambda: None)
     assert report.enforced == ["resource limits"]
     assert report.missing == ["landlock file access (OSError: [Errno 38] Function not implemented)"]
+
+
+V1_MOUNTS = """\
+35 28 0:30 / /sys/fs/cgroup/memory rw,relatime shared:14 - cgroup cgroup rw,memory
+36 28 0:31 / /sys/fs/cgroup/pids rw,relatime shared:15 - cgroup cgroup rw,pids
+40 28 0:35 / /sys/fs/cgroup/unified rw,relatime shared:19 - cgroup2 cgroup2 rw
+"""
+
+
+def test_the_memory_cgroup_is_found_in_a_v1_hierarchy_even_inside_a_container():
+    own = "8:pids:/\n4:memory:/grading/lane\n0::/\n"
+    assert find_hierarchy(V1_MOUNTS, own) == Hierarchy(Path("/sys/fs/cgroup/memory/grading/lane"), 1)
+    container = V1_MOUNTS.replace("0:30 / ", "0:30 /docker/abc ")  # the mount's root is the container's cgroup
+    assert find_hierarchy(container, "4:memory:/docker/abc\n").own == Path("/sys/fs/cgroup/memory")
+
+
+def test_the_memory_cgroup_of_a_v2_hierarchy_gets_the_controller_for_its_children(tmp_path):
+    own = tmp_path / "grader"
+    own.mkdir()
+    (own / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (own / "cgroup.subtree_control").write_text("\n")
+    mounts = f"40 28 0:35 / {tmp_path} rw,relatime shared:19 - cgroup2 cgroup2 rw\n"
+    found = find_hierarchy(mounts, "0::/grader\n")
+    assert found == Hierarchy(own, 2)
+    assert (own / "cgroup.subtree_control").read_text() == "+memory"
+    worker = own / "worker"
+    worker.mkdir()
+    (worker / "memory.swap.max").write_text("max")
+    (worker / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    found.limit(worker, 2**30)
+    assert (worker / "memory.max").read_text() == str(2**30) and (worker / "memory.swap.max").read_text() == "0"
+    assert found.oom_kills(worker) == 1
+    (own / "cgroup.controllers").write_text("cpu pids\n")  # memory bound to a v1 hierarchy instead
+    with pytest.raises(OSError, match="no memory cgroup controller"):
+        find_hierarchy(mounts, "0::/grader\n")

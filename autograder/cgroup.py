@@ -1,0 +1,149 @@
+"""A memory ceiling for all the processes of one worker together: a cgroup per worker.
+
+``RLIMIT_AS`` bounds each process, and a worker may start several: without a ceiling on their
+sum, one submission could hold many times the per-process limit. The judge makes a memory
+cgroup for each confined worker (:class:`WorkerCgroup`), the worker moves itself into it before
+any student code runs (it still sees ``/sys`` then, and is still root), and the judge removes
+the cgroup once the worker's PID namespace is gone. When the processes together go over the
+ceiling, the kernel's OOM killer stops one of them, inside that worker only; the judge reads
+the cgroup's ``oom_kill`` count to say so.
+
+Both kinds of hierarchy are supported: cgroup v1 (a ``memory`` hierarchy of its own) and
+cgroup v2 (the memory controller enabled for the children of the grader's own cgroup, which
+v2 allows only at the root or in a cgroup holding no process: run the grader in a delegated
+cgroup, e.g. a container's). Where neither is available, the worker runs without the ceiling
+and the grader's warning says why.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_names = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """The grader's own cgroup in the hierarchy that has the memory controller."""
+
+    own: Path
+    version: int
+
+    def limit(self, folder: Path, total_bytes: int) -> None:
+        if self.version == 1:
+            (folder / "memory.limit_in_bytes").write_text(str(total_bytes))
+            swap = folder / "memory.memsw.limit_in_bytes"  # memory and swap together; absent without swap accounting
+        else:
+            (folder / "memory.max").write_text(str(total_bytes))
+            swap, total_bytes = folder / "memory.swap.max", 0
+        if swap.exists():
+            swap.write_text(str(total_bytes))
+
+    def oom_kills(self, folder: Path) -> int:
+        events = folder / ("memory.oom_control" if self.version == 1 else "memory.events")
+        for line in events.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+
+def mounts(mountinfo: str) -> list[tuple[str, str, str, set[str]]]:
+    """(mount root, mount point, file system type, super options) of each mount in ``mountinfo``."""
+    found = []
+    for line in mountinfo.splitlines():
+        fields, _, tail = line.partition(" - ")
+        fields, tail = fields.split(), tail.split()
+        if len(fields) >= 5 and len(tail) >= 3:
+            found.append((fields[3], fields[4], tail[0], set(tail[2].split(","))))
+    return found
+
+
+def find_hierarchy(mountinfo: str, own_cgroups: str) -> Hierarchy:
+    """Where this process's memory cgroup is, from ``/proc/self/mountinfo`` and ``/proc/self/cgroup``;
+    OSError saying why when there is none this grader can use."""
+    own = {}  # controller (or "" for v2) -> this process's cgroup path
+    for line in own_cgroups.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            own[controller] = path
+    found = mounts(mountinfo)
+    for root, point, kind, options in found:
+        if kind == "cgroup" and "memory" in options and "memory" in own:
+            return Hierarchy(Path(point) / os.path.relpath(own["memory"], root), 1)
+    for root, point, kind, _ in found:
+        if kind == "cgroup2" and "" in own:
+            folder = Path(point) / os.path.relpath(own[""], root)
+            if "memory" not in (folder / "cgroup.controllers").read_text().split():
+                continue  # e.g. the unified hierarchy beside v1 controllers
+            subtree = folder / "cgroup.subtree_control"
+            if "memory" not in subtree.read_text().split():
+                try:
+                    subtree.write_text("+memory")
+                except OSError as exc:
+                    raise OSError(f"cannot enable the memory controller in {folder} ({exc.strerror}); "
+                                  "cgroup v2 needs the grader in a cgroup of its own") from None
+            return Hierarchy(folder, 2)
+    raise OSError("no memory cgroup controller is mounted")
+
+
+@functools.cache
+def hierarchy() -> Hierarchy:
+    """This process's memory cgroup; cgroups left by graders that were killed are removed once."""
+    found = find_hierarchy(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
+    for folder in found.own.glob("autograder-*-*"):
+        judge = folder.name.split("-")[1]
+        if judge.isdigit() and not Path(f"/proc/{judge}").exists():
+            remove(folder, attempts=1)
+    return found
+
+
+def remove(folder: Path, attempts: int = 100) -> None:
+    """Remove an empty cgroup; the kernel may take a moment to let go of the processes that ended."""
+    for _ in range(attempts):
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)
+
+
+class WorkerCgroup:
+    """One worker's memory cgroup: all its processes together hold at most ``total_bytes``."""
+
+    def __init__(self, total_bytes: int):
+        self.hierarchy = hierarchy()
+        self.folder = self.hierarchy.own / f"autograder-{os.getpid()}-{next(_names)}"
+        self.folder.mkdir()
+        try:
+            self.hierarchy.limit(self.folder, total_bytes)
+        except OSError:
+            self.folder.rmdir()
+            raise
+
+    @property
+    def procs(self) -> str:
+        """The file the worker writes ``0`` into to move itself in."""
+        return str(self.folder / "cgroup.procs")
+
+    def oom_killed(self) -> bool:
+        try:
+            return self.hierarchy.oom_kills(self.folder) > 0
+        except OSError:
+            return False
+
+    def remove(self) -> None:
+        remove(self.folder)
+
+
+def join(procs: str) -> None:
+    """Move the calling process (and so every process it starts) into the cgroup of ``procs``."""
+    with open(procs, "w") as handle:
+        handle.write("0")
