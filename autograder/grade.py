@@ -47,7 +47,8 @@ def student_folder(out: Path, student: str) -> Path:
 class Submission:
     student: str
     folder: Path
-    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # why it cannot be graded at all (status column)
+    notes: list[str] = field(default_factory=list)  # what staging left out or noticed (notes column)
 
 
 def discover(submissions: Path) -> list[Submission]:
@@ -78,10 +79,10 @@ def stage(submission: Submission, into: Path) -> Path:
     target.mkdir(parents=True)
     source = submission.folder
     if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
-        submission.notes.append(f"{ASSIGNMENT}/ is a link, not a folder of the submission: not graded")
+        submission.problems.append(f"{ASSIGNMENT}/ is a link, not a folder of the submission: not graded")
         return target
     if not source.is_dir():
-        submission.notes.append(f"no {ASSIGNMENT}/ folder in the submission")
+        submission.problems.append(f"no {ASSIGNMENT}/ folder in the submission")
         return target
     real_root = source.resolve()
     for path in sorted(source.iterdir()):
@@ -102,9 +103,6 @@ def stage(submission: Submission, into: Path) -> Path:
         if problem:
             submission.notes.append(problem)
         (target / name).write_bytes(data)
-    missing = [m for m in MODULES if not (target / m).is_file()]
-    if missing:
-        submission.notes.append("missing: " + ", ".join(missing))
     return target
 
 
@@ -215,7 +213,7 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     todo, skipped = [], 0
     for number, submission in enumerate(cohort):
         staged = stage(submission, staging / str(number))
-        stamp = fingerprint(staged, submission.notes, kit)
+        stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
         folder = student_folder(out, submission.student)
         done = folder / FINGERPRINT
         if not force and done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file():
@@ -240,7 +238,7 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
         if raw and raw.get("sandbox"):
             warnings.update(raw["sandbox"]["missing"])
         replayed.append(raw.get("replayed", 0) if raw else 0)
-        record = reports.student_record(submission.student, raw, submission.notes,
+        record = reports.student_record(submission.student, raw, submission.problems, submission.notes,
                                         answer.get("error"), time.monotonic() - clock)
         folder = student_folder(out, submission.student)
         folder.mkdir(parents=True, exist_ok=True)

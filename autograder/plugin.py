@@ -103,6 +103,7 @@ DIAGNOSER = pytest.StashKey[object]()
 REPLAYED = pytest.StashKey[bool]()
 REFERENCE_ROOT = pytest.StashKey[Path]()
 SANDBOX = pytest.StashKey[dict]()
+NOTES = pytest.StashKey[list]()
 
 
 def load_points(checks_dir: Path) -> dict[str, dict[str, float]]:
@@ -151,6 +152,7 @@ def student(request):
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
+    config.stash[NOTES] = proxy.notes
 
 
 def confined(config) -> bool:
@@ -243,6 +245,7 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call" and item.stash.get(REPLAYED, False):
         report.user_properties = [*report.user_properties, ("replayed", True)]
     if call.when == "call" and report.failed:
+        report.user_properties = [*report.user_properties, ("failure", failure_of(call.excinfo))]
         mistakes = diagnose(item)
         if mistakes:
             report.longrepr = "\n".join([str(report.longrepr), *(
@@ -252,6 +255,18 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call" and CALLS in item.stash:
         del item.stash[CALLS]  # a session keeps its items: their answers would add up over the whole submission
     return report
+
+
+def failure_of(excinfo) -> dict:
+    """What made a check fail, as data: the student's code failed (:class:`Failure`), its answer
+    was wrong (``wrong``), or the check itself broke (``check_error``: a bug of the kit's)."""
+    if excinfo is None:
+        return {"kind": "skipped"}
+    if excinfo.errisinstance(StudentError):
+        return excinfo.value.failure.data()
+    if excinfo.errisinstance(AssertionError):
+        return {"kind": "wrong"}
+    return {"kind": "check_error", "type": excinfo.typename}
 
 
 def diagnose(item) -> list:
@@ -293,15 +308,20 @@ def hint(entry: dict) -> str:
     what to do about a stub, an import error or a time-out, else what the check verifies."""
     if entry["diagnoses"]:
         return entry["diagnoses"][0]["hint"]
-    message = entry["message"]
-    if message.startswith("not implemented yet: "):
-        stub = message.split("\n")[0].removeprefix("not implemented yet: ")
-        return (f"{stub} still raises NotImplementedError; its docstring states the contract "
+    failure = entry.get("failure") or {}
+    kind, where = failure.get("kind"), failure.get("where", "")
+    if kind == "not_implemented":
+        return (f"{where} still raises NotImplementedError; its docstring states the contract "
                 "(shapes, dtype, what to return).")
-    if "could not be imported" in message:
-        return "the module does not import: the error above names the line; `python <module>.py` shows it too."
-    if "timed out" in message or "budget" in message:
+    if kind == "import":
+        return f"the module does not import: see {failure.get('file', 'it')} line {failure.get('line', '?')}; " \
+               "`python <module>.py` shows the error too."
+    if kind == "timeout":
         return "look for a loop that never ends (or work that grows much faster than the input)."
+    if kind == "crashed":
+        return "the process running your code ended: look for os._exit, sys.exit at the top level, or a native crash."
+    if kind == "memory":
+        return "your code used too much memory: look for a tensor that grows with every loop, or a huge shape."
     return f"this check verifies: {entry['about']}" if entry["about"] else "compare your result with the docstring."
 
 
@@ -318,11 +338,14 @@ class Scoreboard:
         if "part" not in props:
             return
         props.pop("diagnoses", None)
+        props.pop("failure", None)
         self.replayed += bool(props.pop("replayed", False))
         entry = self.results.setdefault(report.nodeid, {"passed": True, "message": "", "diagnoses": [], **props})
         if report.failed or (report.skipped and report.when == "call"):
             entry["passed"] = False
             entry["message"] = entry["message"] or printable(str(report.longrepr) if report.longrepr else "skipped")[:4000]
+        if report.failed and "failure" not in entry:
+            entry["failure"] = dict(report.user_properties).get("failure") or {"kind": "check_error"}
         if report.when == "call":
             entry["diagnoses"] = dict(report.user_properties).get("diagnoses", [])
 
@@ -353,6 +376,7 @@ class Scoreboard:
         out = self.config.getoption("results_json")
         if out:
             payload = {**summarise(self.results), "sandbox": self.config.stash.get(SANDBOX, None),
+                       "notes": self.config.stash.get(NOTES, []),
                        "replayed": self.replayed,
                        "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}
             write_atomically(Path(out), json.dumps(payload, indent=1))

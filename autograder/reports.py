@@ -18,19 +18,43 @@ from pathlib import Path
 from autograder import PARTS
 from autograder.text import csv_cell, markdown_block, markdown_span, one_line
 
-def status_of(raw: dict | None, notes: list[str], error: str | None) -> str:
+# Failure kinds that cost points beyond a wrong answer, as the status column names them.
+PROBLEM_NAMES = {"timeout": "timed out", "memory": "out of memory", "bad_value": "unreadable answer",
+                 "too_large": "unreadable answer", "check_error": "a check broke"}
+
+
+def problem(failure: dict) -> str | None:
+    """How a failed check's failure reads in the status column; None for the ordinary ones
+    (a wrong answer, an exception, a stub), which the points already say."""
+    kind, where = failure.get("kind"), failure.get("where", "?")
+    if kind == "timeout" and failure.get("loading"):
+        return f"timed out: loading {', '.join(failure['loading'])}"
+    if kind == "crashed":
+        how = failure.get("signal") or (f"exit code {failure['exit_code']}" if "exit_code" in failure else "stopped")
+        return f"crashed: {where} ({how})"
+    if kind == "import":
+        return f"did not import: {failure.get('file', where)}" + (f" line {failure['line']}" if "line" in failure else "")
+    if kind == "missing" and failure.get("file"):
+        return f"missing: {failure['file']}"
+    return f"{PROBLEM_NAMES[kind]}: {where}" if kind in PROBLEM_NAMES else None
+
+
+def status_of(raw: dict | None, problems: list[str], error: str | None) -> str:
+    """``graded`` when nothing went wrong; otherwise what cost points beyond wrong answers."""
     if error:
         return "error: " + one_line(error.strip().splitlines()[-1][:200])
-    problems = list(notes)
-    if raw:
-        for check in raw["checks"]:
-            first = check["message"].split("\n")[0]
-            if "could not be imported" in first and first not in problems:
-                problems.append(first)
-    return "graded" if not problems else "error: " + one_line("; ".join(problems))
+    found: dict[str, list[str]] = {}  # "timed out": ["heads.split_heads", ...]
+    for said in [*problems, *(problem(c.get("failure") or {}) for c in (raw or {}).get("checks", []) if not c["passed"])]:
+        if said:
+            kind, _, what = said.partition(": ")
+            if what not in found.setdefault(kind, []):
+                found[kind].append(what)
+    said = [f"{kind}: {', '.join(what)}" if any(what) else kind for kind, what in found.items()]
+    return one_line("; ".join(said)) if said else "graded"
 
 
-def student_record(student: str, raw: dict | None, notes: list[str], error: str | None, seconds: float) -> dict:
+def student_record(student: str, raw: dict | None, problems: list[str], notes: list[str], error: str | None,
+                   seconds: float) -> dict:
     """Everything the reports need about one student, from the lane's raw results."""
     checks = sorted(raw["checks"] if raw else [], key=lambda c: PARTS.index(c["part"]))  # the documents' order
     parts = {part: {"points": 0.0, "max_points": 0.0} for part in PARTS}
@@ -40,8 +64,8 @@ def student_record(student: str, raw: dict | None, notes: list[str], error: str 
         parts[part]["misconceptions"] = misconceptions([c for c in checks if c["part"] == part and not c["passed"]])
     return {
         "student": student,
-        "status": status_of(raw, notes, error),
-        "notes": notes,
+        "status": status_of(raw, problems, error),
+        "notes": [*notes, *(raw or {}).get("notes", [])],
         "parts": parts,
         "total": round(sum(p["points"] for p in parts.values()), 6),
         "max_total": round(sum(p["max_points"] for p in parts.values()), 6) or 100.0,
@@ -78,7 +102,9 @@ def gradescope(record: dict) -> dict:
 def feedback_markdown(record: dict) -> str:
     lines = [f"# Attention lab: {record['total']:g} / {record['max_total']:g}", ""]
     if record["status"] != "graded":
-        lines += ["**Problems with the submission:**", "", markdown_block(record["status"].removeprefix("error: ")), ""]
+        lines += ["**What cost points beyond wrong answers:**", "", markdown_block(record["status"]), ""]
+    if record["notes"]:
+        lines += ["**Notes** (these cost nothing):", "", markdown_block("\n".join(record["notes"])), ""]
     for part in PARTS:
         row = record["parts"][part]
         lines += [f"## {part}: {row['points']:g} / {row['max_points']:g}", ""]
@@ -161,10 +187,11 @@ def load_record(folder: Path) -> dict | None:
 def grades_csv(records: list[dict]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", *PARTS, "total", "max_total", "status"])
+    writer.writerow(["student", *PARTS, "total", "max_total", "status", "notes"])
     for record in sorted(records, key=lambda r: r["student"]):
         writer.writerow([csv_cell(record["student"]), *(f"{record['parts'][p]['points']:g}" for p in PARTS),
-                         f"{record['total']:g}", f"{record['max_total']:g}", csv_cell(record["status"])])
+                         f"{record['total']:g}", f"{record['max_total']:g}", csv_cell(record["status"]),
+                         csv_cell(one_line("; ".join(record.get("notes", []))))])
     return out.getvalue()
 
 

@@ -10,15 +10,18 @@ to it. Checks read naturally::
                                          ("projections.SelfAttention_v2", 3, 2))
 
 Anything that goes wrong on the student's side (an exception, a stub, a missing module, a
-time-out, a dead worker) arrives as :class:`StudentError` with a one-line message; the next
-call after a time-out or a crash starts a fresh worker, so one bad function costs only the
-checks that call it.
+time-out, a dead worker) arrives as :class:`StudentError`: a one-line message and, as data, a
+:class:`Failure`. One mistake costs one mistake: the next call after a crash starts a fresh
+worker; a function that timed out fails its later calls at once, with the same message, and
+so does a module whose import hung; and each module has a time budget of its own, so a loop in
+one part never starves another.
 """
 
 from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import hashlib
 import json
 import itertools
@@ -42,16 +45,52 @@ from autograder.text import printable
 KIT_ROOT = Path(__file__).resolve().parent.parent
 
 
-class StudentError(Exception):
-    """The student's code failed; ``kind`` says how (``not_implemented``, ``exception``,
-    ``import``, ``missing``, ``timeout``, ``crashed``, ``bad_value``, ``bad_request``, ``too_large``)."""
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong in the student's code, as data (reports and hints never parse messages)."""
 
-    def __init__(self, kind: str, message: str, type_name: str = "", where: str = "", trace: str = ""):
+    kind: str  # not_implemented, exception, memory, import, missing, timeout, crashed, bad_value, bad_request, too_large
+    where: str = ""  # the call ("heads.split_heads")
+    type: str = ""  # the exception's type
+    file: str = ""  # the submission's file and line where it happened
+    line: int = 0
+    phase: str = ""  # "import": while a module was loading
+    loading: tuple[str, ...] = ()  # a hung import: the files that never finished loading
+    signal: str = ""  # a crash: the signal that ended the process ("SIGSEGV")
+    exit_code: int | None = None  # ... or the code it exited with
+
+    def data(self) -> dict:
+        """The fields that say something (for results.json)."""
+        return {key: list(value) if isinstance(value, tuple) else value
+                for key, value in dataclasses.asdict(self).items() if value not in ("", 0, (), None) or key == "kind"}
+
+
+class StudentError(Exception):
+    """The student's code failed: ``message`` in the student's words, ``failure`` the facts."""
+
+    def __init__(self, kind: str, message: str, type_name: str = "", where: str = "", trace: str = "", **details):
         super().__init__(message)
-        self.kind, self.type_name, self.where, self.trace = kind, type_name, where, trace
+        self.failure = Failure(kind, where, type_name, **details)
+        self.trace = trace
+
+    @property
+    def kind(self) -> str:
+        return self.failure.kind
+
+    @property
+    def type_name(self) -> str:
+        return self.failure.type
+
+    @property
+    def where(self) -> str:
+        return self.failure.where
 
 
 FORK_TIMEOUT = 60.0  # seconds the zygote may take to answer a fork request
+# A worker interrupts a call at its time-out and answers; the judge kills it only when it has
+# not answered this much later (student code that catches the interruption, or a long C call).
+STOP_GRACE = 2.0
+PRINTED_NOTE_BYTES = 16 * 1024**2  # printing more is said once in the notes (it costs nothing)
 # What the judge holds of one check's answers (a frame is capped too: codec.MAX_FRAME_BYTES).
 # The lab's checks receive a few MiB at most; this bounds a hostile submission's cost.
 MAX_CHECK_BYTES = 256 * 1024 * 1024
@@ -131,6 +170,19 @@ class Zygote:
             raise OSError(f"could not start a worker: {exc}") from None
         return sock, fds[1], pid, uid
 
+    def status_of(self, pid: int) -> int | None:
+        """How the zygote's child ``pid`` ended (a wait status), once it has; None if unknown."""
+        request = {"id": next(self.requests), "status_of": pid}
+        try:
+            self.control.settimeout(FORK_TIMEOUT)
+            self.control.sendall(json.dumps(request).encode() + b"\n")
+            answer = json.loads(self.control.recv(4096))
+        except (OSError, ValueError):
+            self.replace()
+            return None
+        status = answer.get("status") if answer.get("id") == request["id"] else None
+        return status if isinstance(status, int) else None
+
     def replace(self) -> None:
         """Stop this zygote; the next fork starts a new one."""
         self.proc.kill()
@@ -144,9 +196,10 @@ class OutputTail:
     """The end of what a worker printed: kept for the message when it crashes."""
 
     def __init__(self, keep: int = 1500):
-        self.keep, self.data = keep, bytearray()
+        self.keep, self.data, self.total = keep, bytearray(), 0
 
     def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
         self.data += chunk
         del self.data[:-self.keep]
 
@@ -161,6 +214,7 @@ class WorkerProcess:
     def __init__(self, root: Path, confined: bool):
         self.folder = Path(tempfile.mkdtemp(prefix="attention-worker-"))
         self.proc, self.pidfd, self.uid, self.sock, self.output = None, None, None, None, None
+        self.zygote, self.pid = None, 0
         self.cgroup: cgroup.WorkerCgroup | None = None
         self.missing: list[str] = []  # what the judge could not set up for its sandbox
         self.printed = OutputTail()
@@ -183,16 +237,16 @@ class WorkerProcess:
                 self.cgroup = cgroup.WorkerCgroup(sandbox.Limits().total_memory_bytes)
             except OSError as exc:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
-            zygote = Zygote.shared()
+            self.zygote = zygote = Zygote.shared()
             try:
-                self.sock, self.output, pid, self.uid = zygote.fork(
+                self.sock, self.output, self.pid, self.uid = zygote.fork(
                     {"root": str(root), "scratch": str(scratch), "view": str(view),
                      "cgroup": self.cgroup and self.cgroup.procs})
             except OSError:
                 self.close()
                 raise
-            self.pidfd = os.pidfd_open(pid)
-            if parent_of(pid) != zygote.proc.pid:  # the pid was not reused before we held it
+            self.pidfd = os.pidfd_open(self.pid)
+            if parent_of(self.pid) != zygote.proc.pid:  # the pid was not reused before we held it
                 os.close(self.pidfd)
                 self.pidfd = None
                 self.close()
@@ -235,16 +289,25 @@ class WorkerProcess:
                 remaining -= len(chunk)
         return b"".join(chunks)
 
-    def exit_status(self) -> str:
+    def ending(self) -> dict:
+        """How the worker ended, as :class:`Failure` fields: ``signal``, ``exit_code`` or, when the
+        kernel stopped it at its memory ceiling, kind ``memory``; empty when it is still running."""
+        if self.cgroup is not None and self.cgroup.oom_killed():
+            return {"kind": "memory"}
+        status = None
         if self.proc is not None:
             try:
-                return f"exit code {self.proc.wait(1.0)}"
+                code = self.proc.wait(1.0)
             except subprocess.TimeoutExpired:
-                return "still running"
-        if self.cgroup is not None and self.cgroup.oom_killed():
-            ceiling = sandbox.Limits().total_memory_bytes / 2**30
-            return f"its processes together went over the {ceiling:g} GiB memory ceiling and the kernel stopped one"
-        return "it exited or was killed"
+                return {}
+            return {"signal": signal.Signals(-code).name} if code < 0 else {"exit_code": code}
+        if self.pidfd is not None and select.select([self.pidfd], [], [], 1.0)[0]:
+            status = self.zygote.status_of(self.pid)
+        if status is None:
+            return {}
+        if os.WIFSIGNALED(status):
+            return {"signal": signal.Signals(os.WTERMSIG(status)).name}
+        return {"exit_code": os.waitstatus_to_exitcode(status)}
 
     def output_tail(self) -> str:
         return self.printed.text()
@@ -256,7 +319,10 @@ class WorkerProcess:
             os.close(self.output)
             self.output = None
         if self.pidfd is not None:  # PID 1 of its namespace: when it is gone, so is every process it started
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:  # it ended, and the zygote has collected it
+                pass
             select.select([self.pidfd], [], [], 5.0)
             os.close(self.pidfd)
             self.pidfd = None
@@ -278,7 +344,8 @@ class Student:
 
     ``confined`` runs the submission in workers forked by the zygote into a sandbox each
     (:mod:`autograder.sandbox`); otherwise a plain worker runs it (the reference solution).
-    ``budget`` caps the seconds all calls together may take. ``memoize`` keeps the answers of
+    ``timeout`` caps the seconds one call may take and ``budget`` those all calls into one
+    module together may take. ``memoize`` keeps the answers of
     function calls (never of modules, which have state): for the reference solution, whose
     functions are pure and whose checks repeat the same derandomized calls for every submission.
     """
@@ -289,8 +356,9 @@ class Student:
         self.timeout, self.confined, self.budget = timeout, confined, budget
         self._seed = seed
         self._shared = _shared if _shared is not None else {
-            "worker": None, "sandbox": None, "spent": 0.0, "memo": {} if memoize else None,
-            "recording": None, "fresh": False, "answered": collections.deque(), "check_bytes": 0}
+            "worker": None, "sandbox": None, "spent": collections.Counter(), "memo": {} if memoize else None,
+            "recording": None, "fresh": False, "answered": collections.deque(), "check_bytes": 0,
+            "stopped": {}, "printed": 0}
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> "ModuleProxy":
@@ -333,13 +401,14 @@ class Student:
         if isinstance(report, dict):
             report["missing"] = [*worker.missing, *report.get("missing", [])]
         self._shared["sandbox"] = report
+        worker.exchange(encode({"op": "limits", "timeout": self.timeout}), 60.0)
         return worker
 
     def request(self, request: dict, wrap: bool = True):
         """Send one request (see :mod:`autograder.worker`); the answer, with modules as
         :class:`Handle` objects (or, with ``wrap=False``, as the raw :class:`HandleRef`)."""
         request.setdefault("seed", self._seed)
-        where = str(request.get("target") or request.get("name") or request.get("op"))
+        where = str(request.get("target") or (request.get("specs") or [[request["op"]]])[0][0])
         memo = self._shared["memo"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
             key = hashlib.sha256(encode(request)).digest()
@@ -407,35 +476,56 @@ class Student:
     # -- transport ------------------------------------------------------------------------------
     def ask(self, frame: bytes, where: str) -> bytes:
         """Send an encoded request; the worker's answer, undecoded. StudentError when there
-        is no answer (time-out, crash, budget used up)."""
-        left = self.budget - self._shared["spent"]
+        is no answer (time-out, crash, budget used up) or when the call, or the import of its
+        module, timed out before: then at once, with the same message."""
+        module = where.split(".")[0]
+        stopped = self._shared["stopped"]
+        if where in stopped or f"{module}.py" in stopped:
+            raise stopped.get(where) or stopped[f"{module}.py"]
+        left = self.budget - self._shared["spent"][module]
         if left <= 0:
-            raise StudentError("timeout", f"{where} not run: the submission used up its {self.budget:g} s budget")
+            raise StudentError("timeout", f"{where} not run: the calls into {module}.py used up their "
+                                          f"{self.budget:g} s budget", where=where)
         started = time.monotonic()
         try:
             worker = self._shared["worker"] or self._start()
-            answer = worker.exchange(frame, min(self.timeout, left))
+            answer = worker.exchange(frame, min(self.timeout + STOP_GRACE, left))
             self._shared["check_bytes"] += len(answer)
             if self._shared["check_bytes"] > MAX_CHECK_BYTES:  # what the judge would hold for one check
                 raise StudentError("too_large", f"{where}: the answers of this check add up to more than "
-                                                f"{MAX_CHECK_BYTES // 2**20} MiB; the grader reads no more of them")
+                                                f"{MAX_CHECK_BYTES // 2**20} MiB; the grader reads no more of them",
+                                   where=where)
             return answer
         except TimeoutError:
             self.close()
-            raise StudentError("timeout", f"{where} timed out after {min(self.timeout, left):g} s") from None
+            why = (f"did not finish in {self.timeout:g} s (and did not stop when asked)" if left > self.timeout
+                   else f"was stopped: the calls into {module}.py used up their {self.budget:g} s budget")
+            stopped[where] = StudentError("timeout", f"{where} {why}", where=where)
+            raise stopped[where] from None
         except (EOFError, OSError, CodecError) as exc:
             self._crashed(where, exc)
         finally:
-            self._shared["spent"] += time.monotonic() - started
+            self._shared["spent"][module] += time.monotonic() - started
 
     def _crashed(self, where: str, exc: Exception):
         worker = self._shared["worker"]
-        status = worker.exit_status() if worker else "it never started"
+        ending = worker.ending() if worker else {}
         tail = worker.output_tail() if worker else ""
         self.close()
         detail = f"\n--- output before it stopped ---\n{printable(tail)}" if tail else ""
-        raise StudentError("crashed", f"the process running your code stopped during {where} "
-                                      f"({status}; {type(exc).__name__}: {exc}){detail}") from None
+        if ending.get("kind") == "memory":
+            ceiling = sandbox.Limits().total_memory_bytes / 2**30
+            raise StudentError("memory", f"the processes running your code went over the {ceiling:g} GiB memory "
+                                         f"ceiling during {where}, and the kernel stopped one{detail}", where=where)
+        if "signal" in ending:
+            name = ending["signal"]
+            how = f"was killed by {name} ({signal.strsignal(signal.Signals[name]).lower()})"
+        elif "exit_code" in ending:
+            how = f"exited with code {ending['exit_code']} (os._exit, or a library that ends the process)"
+        else:
+            how = f"stopped answering ({type(exc).__name__}: {exc})"
+        raise StudentError("crashed", f"the process running your code {how} during {where}{detail}",
+                           where=where, **ending) from None
 
     def _answer(self, answer: bytes, where: str):
         """The value of an answer; StudentError for the student's errors and malformed answers.
@@ -446,15 +536,19 @@ class Student:
         except CodecError as exc:  # the channel was tampered with: nothing more from this worker
             self._crashed(where, exc)
         finally:
-            self._shared["spent"] += time.monotonic() - started
+            self._shared["spent"][where.split(".")[0]] += time.monotonic() - started
         if not isinstance(message, dict) or ("ok" not in message and "error" not in message):
             raise StudentError("bad_value", f"{where}: malformed answer from the worker")
         if "error" in message:
-            error = message["error"] if isinstance(message["error"], dict) else {}
-            said = {key: printable(str(error.get(key, default))[:4000]) for key, default in  # the student's words
-                    (("kind", "exception"), ("message", "failed"), ("type", ""), ("where", where), ("trace", ""))}
-            raise StudentError(said["kind"], said["message"], said["type"], said["where"], said["trace"])
+            raise self._stop_repeats(error_from(message["error"], where))
         return message["ok"]
+
+    def _stop_repeats(self, error: StudentError) -> StudentError:
+        """A call that timed out, or a module whose import did, is not asked again: later calls get ``error``."""
+        if error.kind == "timeout":
+            for key in error.failure.loading or (error.where,):
+                self._shared["stopped"][key] = error
+        return error
 
     def _wrap(self, value):
         if isinstance(value, HandleRef):
@@ -465,10 +559,33 @@ class Student:
             return tuple(self._wrap(v) for v in value)
         return value
 
+    @property
+    def notes(self) -> list[str]:
+        """What the submission did that costs nothing but is worth saying (once)."""
+        printed = self._shared["printed"] + (self._shared["worker"].printed.total if self._shared["worker"] else 0)
+        if printed > PRINTED_NOTE_BYTES:
+            return [f"your code printed {printed / 2**20:.0f} MiB; the grader read it and dropped it "
+                    "(printing costs nothing, but slows your code down)"]
+        return []
+
     def close(self) -> None:
         worker, self._shared["worker"] = self._shared["worker"], None
         if worker is not None:
+            self._shared["printed"] += worker.printed.total
             worker.close()
+
+
+def error_from(error, where: str) -> StudentError:
+    """The StudentError of a worker's error answer; its text is the student's and escaped as such."""
+    error = error if isinstance(error, dict) else {}
+    said = {key: printable(str(error.get(key, default))[:4000]) for key, default in
+            (("kind", "exception"), ("message", "failed"), ("type", ""), ("where", where), ("trace", ""),
+             ("file", ""), ("phase", ""))}
+    line = error.get("line")
+    loading = error.get("loading")
+    return StudentError(said["kind"], said["message"], said["type"], said["where"], said["trace"], file=said["file"],
+                        line=line if isinstance(line, int) else 0, phase=said["phase"],
+                        loading=tuple(printable(str(f))[:200] for f in loading[:10]) if isinstance(loading, list) else ())
 
 
 @dataclass(frozen=True)
@@ -503,9 +620,9 @@ class Recording:
 
     @property
     def replayable(self) -> bool:
-        """Did every call get an answer from the student's code (no time-out, no crash)? Only
-        such a run depends on nothing but the answers and the sources."""
-        return all(c.outcome.answer and (c.outcome.error or ("",))[0] != "crashed" for c in self.calls)
+        """Did every call get an answer from the student's code (no time-out, no crash: both depend
+        on timing)? Only such a run depends on nothing but the answers and the sources."""
+        return all(c.outcome.answer and (c.outcome.error or ("",))[0] not in ("crashed", "timeout") for c in self.calls)
 
 
 def contains_handle(value) -> bool:

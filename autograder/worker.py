@@ -18,16 +18,26 @@ Requests (all optional fields may be omitted):
   {"op": "grad", "target" | "handle": ..., "args": [...], "kwargs": {...}, "upstream": tensor}
       run the call, backpropagate ``upstream`` and return the gradients of the tensor
       arguments (and of the module's parameters).
+  {"op": "limits", "timeout": seconds}
+      from now on, a call that runs longer is interrupted where it is (``SIGALRM``) and answered
+      as a time-out that names the student's file and line (the judge kills a worker that does
+      not stop when asked).
 Any request may carry ``"fresh": true`` (the first request of each check does): the worker
 first forgets the modules it built, so handle ids start again at 1 and do not depend on what
 earlier checks did.
-Answers: {"ok": value} or {"error": {"kind", "type", "message", "where", "trace"}}.
+Answers: {"ok": value} or {"error": {"kind", "type", "message", "where", "trace", "file", "line",
+"phase"}}: what went wrong is in ``kind`` (``not_implemented``, ``exception``, ``memory``,
+``import``, ``missing``, ``timeout``, ``bad_value``, ``bad_request``), where it happened in
+``file`` and ``line`` (the submission's innermost frame) and ``phase`` is ``import`` when it
+happened while a module was loading (a time-out then lists the files that never finished
+loading in ``loading``).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import signal
 import socket
 import sys
 import traceback
@@ -41,31 +51,47 @@ METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure")
 
 
 class RequestError(Exception):
-    """A request the worker cannot serve (missing module or name, bad handle, bad value)."""
+    """A request the worker cannot serve (missing module or name, a module that does not import,
+    bad handle, bad value); ``fields`` go into the error answer as they are."""
 
-    def __init__(self, kind: str, message: str, where: str = ""):
+    def __init__(self, kind: str, message: str, where: str = "", **fields):
         super().__init__(message)
-        self.kind, self.where = kind, where
+        self.kind, self.where, self.fields = kind, where, fields
+
+
+class CallTimeout(BaseException):
+    """Raised in student code when its call runs out of time. A BaseException, so that the
+    student's ``except Exception`` lets it through."""
+
+
+def time_is_up(signum, frame):
+    raise CallTimeout
 
 
 class Worker:
     def __init__(self, root: str):
         self.root = os.path.realpath(root)
         self.handles: dict[int, torch.nn.Module] = {}
-        self.broken_imports: dict[str, str] = {}
+        self.broken_imports: dict[str, RequestError] = {}
+        self.timeout = 0.0  # seconds a call may run before it is interrupted; 0: never
 
     # -- resolving student names -------------------------------------------------------
     def module(self, name: str):
         if name in self.broken_imports:
-            raise RequestError("import", self.broken_imports[name], name)
+            raise self.broken_imports[name]
         if not os.path.isfile(os.path.join(self.root, name + ".py")):
-            raise RequestError("missing", f"{name}.py is missing from the submission", name)
+            raise RequestError("missing", f"{name}.py is missing from the submission", name, file=f"{name}.py")
         try:
             return importlib.import_module(name)
+        except CallTimeout:
+            raise  # a loop at import: answered as a time-out (the judge does not ask this module again)
         except BaseException as exc:  # noqa: BLE001 - any failure at import is the student's
-            message = f"{name}.py could not be imported: {describe_exception(exc)}"
-            self.broken_imports[name] = message
-            raise RequestError("import", message, name) from None
+            file, line = failing_line(exc, self.root)
+            place = f" (at {file} line {line})" if line else ""
+            self.broken_imports[name] = RequestError(
+                "import", f"{name}.py could not be imported: {describe_exception(exc)}{place}", name,
+                file=file or f"{name}.py", line=line, type=type(exc).__name__, phase="import")
+            raise self.broken_imports[name] from None
 
     def resolve(self, target: str):
         module_name, _, attr = str(target).partition(".")
@@ -118,6 +144,9 @@ class Worker:
         torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
         args = self.materialise(list(request.get("args") or []))
         kwargs = self.materialise(dict(request.get("kwargs") or {}))
+        if op == "limits":
+            self.timeout = float(request.get("timeout") or 0)
+            return None
         if op == "call":
             result = self.publish(self.resolve(request["target"])(*args, **kwargs))
             # The arguments as the call left them: checks that inputs were not modified in place.
@@ -218,18 +247,40 @@ def innermost_student_code(exc: BaseException, root: str):
     return code
 
 
-def error_answer(exc: BaseException, request: dict, root: str) -> dict:
-    where = str(request.get("target") or request.get("name") or "")
-    if isinstance(exc, RequestError):
-        return {"kind": exc.kind, "type": "", "message": str(exc), "where": exc.where or where, "trace": ""}
+def failing_line(exc: BaseException, root: str) -> tuple[str, int]:
+    """The submission's file and line where ``exc`` happened (a syntax error names its own)."""
+    if isinstance(exc, SyntaxError) and exc.filename and \
+            os.path.realpath(exc.filename).startswith(root + os.sep):
+        return os.path.relpath(os.path.realpath(exc.filename), root), exc.lineno or 0
     frames = student_frames(exc, root)
-    trace = "".join(traceback.format_list(frames[-5:]))[-3000:]
+    return (frames[-1].filename, frames[-1].lineno or 0) if frames else ("", 0)
+
+
+def error_answer(exc: BaseException, request: dict, root: str, timeout: float) -> dict:
+    where = str(request.get("target") or request.get("name") or "")
+    answer = {"kind": "exception", "type": type(exc).__name__, "message": describe_exception(exc), "where": where,
+              "trace": "", "file": "", "line": 0, "phase": ""}
+    if isinstance(exc, RequestError):
+        return {**answer, "type": "", "kind": exc.kind, "message": str(exc), "where": exc.where or where, **exc.fields}
+    frames = student_frames(exc, root)
+    if frames:  # a call that began at a module's top level happened while it was imported
+        answer.update(file=frames[-1].filename, line=frames[-1].lineno or 0,
+                      phase="import" if frames[0].name == "<module>" else "")
+    if isinstance(exc, CallTimeout):
+        if answer["phase"] == "import":
+            loading = list(dict.fromkeys(f.filename for f in frames if f.name == "<module>"))
+            message = (f"a loop at import time in {answer['file']} (line {answer['line']}): "
+                       f"{' and '.join(loading)} never finished loading in {timeout:g} s")
+            return {**answer, "kind": "timeout", "type": "", "message": message, "loading": loading}
+        running = f": it was still running {answer['file']} line {answer['line']}" if frames else ""
+        return {**answer, "kind": "timeout", "type": "", "message": f"{where} did not finish in {timeout:g} s{running}"}
     if isinstance(exc, NotImplementedError) and frames:
         # Name the stub that raised ("masking.CausalAttention"), not the call that led there.
         code = innermost_student_code(exc, root)
         stub = f"{os.path.splitext(os.path.basename(code.co_filename))[0]}.{code.co_qualname.removesuffix('.__init__')}"
-        return {"kind": "not_implemented", "type": "NotImplementedError", "message": f"not implemented yet: {stub}", "where": stub, "trace": ""}
-    return {"kind": "exception", "type": type(exc).__name__, "message": describe_exception(exc), "where": where, "trace": trace}
+        return {**answer, "kind": "not_implemented", "message": f"not implemented yet: {stub}", "where": stub}
+    answer["trace"] = "".join(traceback.format_list(frames[-5:]))[-3000:]
+    return {**answer, "kind": "memory"} if isinstance(exc, MemoryError) else answer
 
 
 def run(root: str, sock: socket.socket, report=None) -> None:
@@ -245,18 +296,23 @@ def run(root: str, sock: socket.socket, report=None) -> None:
     sys.path.append(os.path.realpath(root))  # last: a submission cannot shadow torch or the stdlib
     sock.sendall(encode({"hello": None if report is None else {"enforced": report.enforced, "missing": report.missing}}))
     worker = Worker(root)
+    signal.signal(signal.SIGALRM, time_is_up)
     while True:
         try:
             request = read_frame(lambda n: recv_exact(sock, n))
         except (EOFError, OSError):
             return
         try:
-            answer = {"ok": worker.serve(request)}
+            signal.setitimer(signal.ITIMER_REAL, worker.timeout)
+            try:
+                answer = {"ok": worker.serve(request)}
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
             frame = encode(answer)
         except CodecError as exc:
             frame = bad_value(request, f"returned a value the grader cannot read: {exc}")
         except BaseException as exc:  # noqa: BLE001 - report everything the student's code raises
-            frame = encode({"error": error_answer(exc, request, worker.root)})
+            frame = encode({"error": error_answer(exc, request, worker.root, worker.timeout)})
         if len(frame) > MAX_FRAME_BYTES:  # the judge would refuse it: say why, in the student's terms
             frame = bad_value(request, f"returned {len(frame) / 2**20:.0f} MiB, more than the "
                                        f"{MAX_FRAME_BYTES // 2**20} MiB one call may return")
@@ -266,7 +322,7 @@ def run(root: str, sock: socket.socket, report=None) -> None:
 def bad_value(request: dict, message: str) -> bytes:
     """The error answer for a result that cannot go back to the judge."""
     return encode({"error": {"kind": "bad_value", "type": "", "message": message,
-                             "where": str(request.get("target", "")), "trace": ""}})
+                             "where": str(request.get("target", "")), "trace": "", "file": "", "line": 0, "phase": ""}})
 
 
 if __name__ == "__main__":

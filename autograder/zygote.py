@@ -8,7 +8,8 @@ a forked worker inherits only torch and the worker code. It is started by
 is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
 ``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
 the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.sandbox.spawn`),
-a child of this process and PID 1 of its own namespace.
+a child of this process and PID 1 of its own namespace. A request ``{"id", "status_of": pid}``
+asks how a worker that has ended did (``{"id", "status"}``: its wait status, or null).
 """
 
 from __future__ import annotations
@@ -34,15 +35,21 @@ def warm_up() -> None:
     out.backward(torch.ones_like(out))
 
 
-def reap() -> None:
-    """Collect the sandboxes that have ended (their inits are our children)."""
+KEPT_STATUSES = 256  # the judge asks right after a worker ended, or never
+
+
+def reap(statuses: dict[int, int]) -> None:
+    """Collect the sandboxes that have ended (their inits are our children), keeping how."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        statuses[pid] = status
+        if len(statuses) > KEPT_STATUSES:
+            del statuses[next(iter(statuses))]
 
 
 def serve(control: socket.socket) -> None:
@@ -50,9 +57,14 @@ def serve(control: socket.socket) -> None:
     torch.set_num_threads(1)  # before any fork: tiny tensors, and lanes already fill the cores
     warm_up()
     sandbox.read_roots()  # resolved once here; every worker inherits the answer
+    statuses: dict[int, int] = {}
     for line in control.makefile("rb"):
-        reap()
+        reap(statuses)
         request = json.loads(line)
+        if "status_of" in request:
+            status = statuses.pop(request["status_of"], None)
+            control.sendall(json.dumps({"id": request["id"], "status": status}).encode() + b"\n")
+            continue
         confinement = sandbox.Confinement(request["root"], request["scratch"], request["view"], request["uid"],
                                           request["cgroup"])
         judge_end, worker_end = socket.socketpair()

@@ -228,6 +228,7 @@ def test_a_workers_processes_together_stay_under_one_memory_ceiling(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert_honest_twin_unharmed(out)
     said = feedback(out, "a_crowd")
+    assert "held " in said, said
     assert int(said[said.index("held ") + len("held "):].split()[0]) <= 4096, said  # 6144 without the ceiling
     own = cgroup.find_hierarchy(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text()).own
     leftovers = [folder.name for folder in own.glob("autograder-*-*")

@@ -39,7 +39,7 @@ def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(de
     table = rows(out)
     assert sorted(table) == sorted(p.name for p in DEMO.iterdir())
     assert list(csv.reader(io.StringIO((out / "grades.csv").read_text())))[0] == \
-        ["student", *PARTS, "total", "max_total", "status"]
+        ["student", *PARTS, "total", "max_total", "status", "notes"]
     for student, row in table.items():
         assert (float(row["total"]) == 100) == (student in FULL_MARKS), row
         assert sum(float(row[p]) for p in PARTS) == pytest.approx(float(row["total"]))
@@ -55,12 +55,13 @@ def test_each_mistake_costs_points_in_its_own_part(demo):
 
 def test_bad_uploads_are_graded_on_what_they_have_and_reported_in_status(demo):
     table = rows(demo[0])
-    assert table["ada"]["status"] == "graded"
-    status = table["kai"]["status"]
-    for fragment in ("masking.py", "not UTF-8", "outside the submission", "conftest.py", "not a valid notebook"):
-        assert fragment in status, status
+    assert table["ada"]["status"] == "graded" and table["ada"]["notes"] == ""
+    notes = table["kai"]["notes"]  # what staging left out or noticed costs nothing by itself ...
+    for fragment in ("not UTF-8", "outside the submission", "conftest.py", "not a valid notebook"):
+        assert fragment in notes, notes
+    assert table["kai"]["status"] == "missing: dropout.py, masking.py"  # ... a module that is not there does
     assert float(table["kai"]["scores"]) == 10
-    assert "softmax.py could not be imported" in table["ivan"]["status"]
+    assert table["ivan"]["status"].startswith("did not import: softmax.py line ")
 
 
 def test_results_json_is_gradescope_and_hides_hidden_checks(demo):
@@ -174,9 +175,10 @@ def test_broken_inputs_never_stop_the_batch(tmp_path):
     assert run["students"] == 4
     table = rows(tmp_path / "out")
     assert table["empty"]["total"] == "0" and "no attention/ folder" in table["empty"]["status"]
-    assert "scores.py: larger than" in table["huge"]["status"] and table["huge"]["scores"] == "0"
+    assert "scores.py: larger than" in table["huge"]["notes"] and table["huge"]["status"] == "missing: scores.py"
+    assert table["huge"]["scores"] == "0"
     assert float(table["huge"]["total"]) == 90
-    assert "conftest.py: not part of the assignment" in table["helper"]["status"]
+    assert "conftest.py: not part of the assignment" in table["helper"]["notes"]
     assert table["helper"]["total"] == "100"
 
 
