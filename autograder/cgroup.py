@@ -18,14 +18,10 @@ and the grader's warning says why.
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-_names = itertools.count(1)
-
 
 @dataclass(frozen=True)
 class Hierarchy:
@@ -94,13 +90,26 @@ def find_hierarchy(mountinfo: str, own_cgroups: str) -> Hierarchy:
 
 @functools.cache
 def hierarchy() -> Hierarchy:
-    """This process's memory cgroup; cgroups left by graders that were killed are removed once."""
-    found = find_hierarchy(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
-    for folder in found.own.glob("autograder-*-*"):
-        judge = folder.name.split("-")[1]
-        if judge.isdigit() and not Path(f"/proc/{judge}").exists():
+    """This process's memory cgroup."""
+    return find_hierarchy(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
+
+
+def name_of(uid: int) -> str:
+    """A worker's cgroup is named by its user id: unique on the machine (blocks of user ids are
+    claimed with a lock), and so left over only by a judge that no longer holds that block."""
+    return f"autograder-worker-{uid}"
+
+
+def remove_left_over(uids: range) -> None:
+    """Remove the cgroups of ``uids``, a block of user ids just claimed: whoever made them is gone."""
+    try:
+        own = hierarchy().own
+    except OSError:
+        return
+    for folder in own.glob(name_of("*")):
+        uid = folder.name.removeprefix(name_of(""))
+        if uid.isdigit() and int(uid) in uids:
             remove(folder, attempts=1)
-    return found
 
 
 def remove(folder: Path, attempts: int = 100) -> None:
@@ -116,28 +125,38 @@ def remove(folder: Path, attempts: int = 100) -> None:
 
 
 class WorkerCgroup:
-    """One worker's memory cgroup: all its processes together hold at most ``total_bytes``."""
+    """The memory cgroup of the worker with user id ``uid``: all its processes together hold at
+    most ``total_bytes``."""
 
-    def __init__(self, total_bytes: int):
+    def __init__(self, uid: int, total_bytes: int):
         self.hierarchy = hierarchy()
-        self.folder = self.hierarchy.own / f"autograder-{os.getpid()}-{next(_names)}"
+        self.folder = self.hierarchy.own / name_of(uid)
         self.folder.mkdir()
         try:
             self.hierarchy.limit(self.folder, total_bytes)
         except OSError:
             self.folder.rmdir()
             raise
+        self.oom_kills_before = 0
 
     @property
     def procs(self) -> str:
         """The file the worker writes ``0`` into to move itself in."""
         return str(self.folder / "cgroup.procs")
 
+    def call_starts(self) -> None:
+        """Remember the OOM kills so far: :meth:`oom_killed` is about the call that follows."""
+        self.oom_kills_before = self._oom_kills()
+
     def oom_killed(self) -> bool:
+        """Did the kernel stop one of the worker's processes at the ceiling during the current call?"""
+        return self._oom_kills() > self.oom_kills_before
+
+    def _oom_kills(self) -> int:
         try:
-            return self.hierarchy.oom_kills(self.folder) > 0
+            return self.hierarchy.oom_kills(self.folder)
         except OSError:
-            return False
+            return 0
 
     def remove(self) -> None:
         remove(self.folder)

@@ -26,23 +26,28 @@ mount, pivot_root, capset) go through ctypes here, in one place.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import functools
 import os
 import resource
 import select
 import signal
+import socket
 import sys
 import tempfile
 import traceback
 from dataclasses import dataclass, field
 
+import pyseccomp as seccomp
 from landlock import Ruleset  # imported here, once in the zygote, not in every worker (8 ms each)
 from landlock.plumbing import FSAccess
 
 from autograder import cgroup
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
@@ -63,6 +68,13 @@ UID_BLOCKS = 4096
 
 SCRATCH_BYTES, SCRATCH_FILES = 32 * 1024**2, 4096
 MEMORY_CEILING = "a memory ceiling for all its processes together (cgroup)"
+SYSTEM_CALL_FILTER = "a system call filter (Unix sockets only, no new namespaces, no keyrings, BPF or io_uring)"
+# System calls a worker never needs and that reach kernel state a memory cgroup does not account
+# for or that widen the kernel's attack surface: refused with EPERM (clone3 with ENOSYS, so that
+# the C library falls back to clone, whose flags the filter can read).
+REFUSED_SYSTEM_CALLS = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "keyctl", "add_key",
+                        "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "ptrace",
+                        "process_vm_readv", "process_vm_writev", "kexec_load", "init_module", "finit_module")
 # The device nodes a worker may open; everything else under /dev stays out of its view.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 # The environment a worker starts from (HOME and TMPDIR are its scratch folder).
@@ -217,6 +229,7 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         else:
             report.attempt("no capabilities", drop_capabilities)
             report.missing.append("a user id of its own and a process limit (the grader must run as root)")
+        report.attempt(SYSTEM_CALL_FILTER, filter_system_calls)
         serve(report)
     except BaseException:  # noqa: BLE001 - before serving: its output holds it, the judge sees the worker gone
         traceback.print_exc()
@@ -345,10 +358,32 @@ def drop_privileges(uid: int) -> None:
         raise OSError("the worker kept privileges after setuid")
 
 
+def filter_system_calls() -> None:
+    """Last step before student code: sockets other than Unix ones (a netlink or TCP socket's
+    buffers are not charged to the worker's memory cgroup), new namespaces (a user namespace
+    would bring its own network, and the kernel's namespace code is a large attack surface) and
+    a few interfaces no lab needs are refused. Inherited by every process the worker starts."""
+    refused = seccomp.ERRNO(errno.EPERM)
+    rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    for call in ("socket", "socketpair"):
+        rules.add_rule(refused, call, seccomp.Arg(0, seccomp.NE, socket.AF_UNIX))
+    for flag in (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET):
+        rules.add_rule(refused, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    for call in REFUSED_SYSTEM_CALLS:
+        rules.add_rule(refused, call)
+    rules.load()
+
+
 def _capabilities_left() -> bool:
     with open("/proc/self/status") as status:
         fields = dict(line.split(":\t", 1) for line in status if ":\t" in line)
     return any(int(fields[name], 16) for name in ("CapEff", "CapPrm", "CapAmb"))
+
+
+def uid_block_lock(block: int) -> str:
+    """The file whose lock (``flock``) a judge holds while it hands out the user ids of ``block``."""
+    return os.path.join(tempfile.gettempdir(), f"attention-worker-uids-{block}.lock")
 
 
 class UidPool:
@@ -365,7 +400,7 @@ class UidPool:
 
     def _claim_block(self) -> None:
         for block in range(UID_BLOCKS):
-            lock = open(os.path.join(tempfile.gettempdir(), f"attention-worker-uids-{block}.lock"), "a")
+            lock = open(uid_block_lock(block), "a")
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -377,6 +412,7 @@ class UidPool:
             self.next = UID_BASE + block * UIDS_PER_BLOCK
             self.end = self.next + UIDS_PER_BLOCK
             sweep(range(self.next, self.end))  # the block may have been another run's: nothing of it may still run
+            cgroup.remove_left_over(range(self.next, self.end))
             return
         raise OSError("no free block of worker user ids")
 

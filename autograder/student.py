@@ -141,11 +141,9 @@ class Zygote:
             cls._shared = cls()
         return cls._shared
 
-    def fork(self, request: dict) -> tuple[socket.socket, int, int, int | None]:
-        """A new confined worker: the judge's socket to it, the pipe it prints into, its pid
-        and its user id."""
-        uid = self.uids.take() if self.uids is not None else None
-        request = {**request, "id": next(self.requests), "uid": uid}
+    def fork(self, request: dict) -> tuple[socket.socket, int, int]:
+        """A new confined worker: the judge's socket to it, the pipe it prints into and its pid."""
+        request = {**request, "id": next(self.requests)}
         fds: list[int] = []
         try:
             self.control.settimeout(FORK_TIMEOUT)
@@ -168,7 +166,7 @@ class Zygote:
                     os.close(fd)
             self.replace()
             raise OSError(f"could not start a worker: {exc}") from None
-        return sock, fds[1], pid, uid
+        return sock, fds[1], pid
 
     def status_of(self, pid: int) -> int | None:
         """How the zygote's child ``pid`` ended (a wait status), once it has; None if unknown."""
@@ -233,14 +231,17 @@ class WorkerProcess:
             scratch.mkdir()
             view.mkdir()
             self.folder.chmod(0o711)  # without a view of its own, a worker under its own user id must reach scratch/
+            self.zygote = zygote = Zygote.shared()
+            self.uid = zygote.uids.take() if zygote.uids is not None else None
             try:
-                self.cgroup = cgroup.WorkerCgroup(sandbox.Limits().total_memory_bytes)
+                if self.uid is None:
+                    raise OSError("the grader must run as root")
+                self.cgroup = cgroup.WorkerCgroup(self.uid, sandbox.Limits().total_memory_bytes)
             except OSError as exc:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
-            self.zygote = zygote = Zygote.shared()
             try:
-                self.sock, self.output, self.pid, self.uid = zygote.fork(
-                    {"root": str(root), "scratch": str(scratch), "view": str(view),
+                self.sock, self.output, self.pid = zygote.fork(
+                    {"root": str(root), "scratch": str(scratch), "view": str(view), "uid": self.uid,
                      "cgroup": self.cgroup and self.cgroup.procs})
             except OSError:
                 self.close()
@@ -255,6 +256,8 @@ class WorkerProcess:
         os.set_blocking(self.output, False)
 
     def exchange(self, frame: bytes, timeout: float) -> bytes:
+        if self.cgroup is not None:
+            self.cgroup.call_starts()
         self.sock.settimeout(timeout)
         self.sock.sendall(frame)
         self.sock.setblocking(False)

@@ -9,6 +9,7 @@ feedback, escapes reached the terminal and CSV, and names collided.
 """
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -22,7 +23,7 @@ from pathlib import Path
 import mistune
 import pytest
 
-from autograder import cgroup
+from autograder import cgroup, sandbox
 from conftest import KIT, SOLUTIONS
 
 HONEST = "b_honest"
@@ -230,10 +231,67 @@ def test_a_workers_processes_together_stay_under_one_memory_ceiling(tmp_path):
     said = feedback(out, "a_crowd")
     assert "held " in said, said
     assert int(said[said.index("held ") + len("held "):].split()[0]) <= 4096, said  # 6144 without the ceiling
-    own = cgroup.find_hierarchy(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text()).own
-    leftovers = [folder.name for folder in own.glob("autograder-*-*")
-                 if not Path(f"/proc/{folder.name.split('-')[1]}").exists()]
-    assert leftovers == []  # every worker's cgroup was removed after it
+    assert [folder.name for folder in cgroup.hierarchy().own.glob(cgroup.name_of("*")) if unclaimed(folder)] == []
+
+
+def test_judges_in_pid_namespaces_of_their_own_never_share_a_worker_cgroup(tmp_path):
+    """Two graders at once, each in its own PID namespace (so both may have pid 3): every worker
+    of each still gets a memory cgroup of its own."""
+    command = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "autograder", "grade",
+               "--jobs", "1", "--force"]
+    runs = [subprocess.Popen([*command, "--submissions", str(cohort_with(tmp_path / str(n), "a_same", {})),
+                              "--out", str(tmp_path / str(n) / "out")], cwd=KIT, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True) for n in range(2)]
+    for run in runs:
+        _, said = run.communicate(timeout=600)
+        assert run.returncode == 0 and "memory ceiling" not in said, said[-3000:]
+
+
+def unclaimed(worker_cgroup: Path) -> bool:
+    """Is the user id block of this worker's cgroup held by no judge (so nobody will remove it)?"""
+    block = (int(worker_cgroup.name.removeprefix(cgroup.name_of(""))) - sandbox.UID_BASE) // sandbox.UIDS_PER_BLOCK
+    with open(sandbox.uid_block_lock(block), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
+# Kernel memory no cgroup accounts for: socket buffers of netlink or TCP sockets (in a user and
+# network namespace of the submission's own). Each held about 1 GiB per 64 sockets for a red team.
+OUTSIDE = """
+import ctypes, os, socket
+
+def attention_scores(inputs):
+    tried = {}
+    for name, family, kind, protocol in (("netlink", socket.AF_NETLINK, socket.SOCK_RAW, 2),
+                                         ("tcp", socket.AF_INET, socket.SOCK_STREAM, 0),
+                                         ("udp", socket.AF_INET6, socket.SOCK_DGRAM, 0)):
+        try:
+            socket.socket(family, kind, protocol).close()
+            tried[name] = "opened"
+        except OSError as error:
+            tried[name] = error.errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    unshared = libc.unshare(0x10000000 | 0x40000000)  # a user and a network namespace
+    tried["unshare"] = "unshared" if unshared == 0 else ctypes.get_errno()
+    pid = libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)  # clone(CLONE_NEWUSER | SIGCHLD)
+    if pid == 0:
+        os._exit(0)
+    tried["clone"] = ctypes.get_errno() if pid < 0 else "cloned"
+    raise RuntimeError(f"tried {tried}")
+"""
+
+
+def test_no_socket_buffer_or_namespace_outside_the_memory_ceiling(tmp_path):
+    out = tmp_path / "out"
+    run = run_grade(cohort_with(tmp_path, "a_outside", {"scores": OUTSIDE}), out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_honest_twin_unharmed(out)
+    said = feedback(out, "a_outside")
+    tried = eval(said[said.index("tried ") + len("tried "):].split("}")[0] + "}")  # noqa: S307 - our own dict repr
+    assert tried == {"netlink": 1, "tcp": 1, "udp": 1, "unshare": 1, "clone": 1}, tried  # EPERM, each
 
 # 4. and 5. Workers see a clean environment, their own processes, no capability, no host files.
 SNOOP = """

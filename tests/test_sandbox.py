@@ -56,7 +56,7 @@ def test_every_mechanism_is_enforced_here(student_factory):
     student = student_factory("def attention_scores(x):\n    return x\n")
     student.scores.attention_scores(torch.ones(2))
     assert student.sandbox["missing"] == [], student.sandbox
-    assert len(student.sandbox["enforced"]) == 7, student.sandbox
+    assert len(student.sandbox["enforced"]) == 8, student.sandbox
 
 
 PATCHING = """
@@ -196,6 +196,33 @@ def test_a_dying_worker_fails_only_its_call(student_factory, body, kind, fields)
     failure = expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), kind).failure
     assert {key: getattr(failure, key) for key in fields} == fields, failure
     assert torch.equal(student.scores.attention_scores_loop(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_a_crash_is_blamed_on_memory_only_when_the_ceiling_was_hit_during_that_call(tmp_path):
+    student = hostile(tmp_path, """
+        import os, time
+        def attention_scores_for_query(inputs, query):
+            children = []
+            for _ in range(2):  # 2 x 2.5 GiB: over the worker's 4 GiB ceiling, the kernel stops one
+                child = os.fork()
+                if child == 0:
+                    block = bytearray(5 * 2**29)
+                    block[::4096] = bytes(len(range(0, len(block), 4096)))
+                    time.sleep(1)  # both hold their memory at once
+                    os._exit(0)
+                children.append(child)
+            return [os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) for child in children]
+
+        def attention_scores(inputs):
+            os._exit(3)
+    """)
+    student.timeout = 30.0  # reclaiming gigabytes takes seconds on a busy machine
+    try:
+        assert -9 in student.scores.attention_scores_for_query(torch.ones(2), torch.ones(2))
+        failure = expect_failure(lambda: student.scores.attention_scores(torch.ones(2)), "crashed").failure
+        assert failure.exit_code == 3, failure
+    finally:
+        student.close()
 
 
 def test_memory_is_capped(student_factory):
