@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--nbgrader", action="store_true",
                        help="also record each student's points per part in nbgrader's gradebook")
     grade.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
-    grade.add_argument("--budget", type=float, default=120.0, help="seconds one submission's calls may take in all")
+    grade.add_argument("--budget", type=float, default=60.0,
+                       help="seconds the calls into one module of a submission may take in all")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same scores, slower; see autograder/replay.py)")

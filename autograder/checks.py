@@ -169,7 +169,7 @@ def expect_student_error(call, error_type: str, what: str) -> StudentError:
     fail(f"{what}: expected {error_type} to be raised, but it returned {type(result).__name__}")
 
 
-# -- structural checks: read the student's source, never run it ---------------------------------
+# -- the form of code ---------------------------------------------------------------------------
 
 def find_function(source: str | None, name: str, module: str) -> ast.AST:
     """The ``def`` (or ``class``) called ``name`` at the top level of ``source``."""
@@ -185,57 +185,10 @@ def find_function(source: str | None, name: str, module: str) -> ast.AST:
     fail(f"{module}.py defines no top-level `{name}`")
 
 
-def expect_implemented(node: ast.AST, module: str) -> None:
-    """A function whose body still raises NotImplementedError is the untouched stub."""
-    for child in ast.walk(node):
-        if isinstance(child, ast.Raise) and child.exc is not None:
-            raised = child.exc.func if isinstance(child.exc, ast.Call) else child.exc
-            if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
-                fail(f"not implemented yet: {module}.{node.name}")
-
-
-def loop_depth(node: ast.AST) -> int:
-    """The deepest nesting of Python loops (for, while, comprehensions) inside ``node``."""
-    def depth(n: ast.AST) -> int:
-        own = 1 if isinstance(n, (ast.For, ast.While)) else 0
-        if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            own = len(n.generators)
-        return own + max((depth(child) for child in ast.iter_child_nodes(n)), default=0)
-    return max((depth(child) for child in ast.iter_child_nodes(node)), default=0)
-
-
-def expect_loops(source: str | None, module: str, name: str, depth: int) -> None:
-    """``name`` in ``module`` must contain Python loops nested at least ``depth`` deep."""
-    function = find_function(source, name, module)
-    expect_implemented(function, module)
-    found = loop_depth(function)
-    if found < depth:
-        wanted = "a Python loop" if depth == 1 else f"{depth} nested Python loops"
-        fail(f"{module}.{name} must compute its result with {wanted} (this exercise is about the loop "
-             f"form); found {'no loop' if found == 0 else f'loops nested {found} deep'}")
-
-
-def softmax_calls(source: str) -> list[tuple[int, str]]:
-    """Lines where ``source`` uses a softmax that PyTorch provides (its own functions are fine)."""
-    banned = {"softmax", "log_softmax", "_softmax", "softmin"}
-    tree = ast.parse(source)
-    own = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    hits = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
-            hits += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if a.name.lower() in banned]
-            continue
-        if isinstance(node, ast.Attribute) and node.attr.lower() in banned:  # torch.softmax, x.softmax, nn.Softmax
-            hits.append((node.lineno, ast.unparse(node)))
-        elif isinstance(node, ast.Name) and node.id.lower() in banned and node.id not in own:
-            hits.append((node.lineno, node.id))
-    return hits
-
-
-def expect_no_library_softmax(source: str | None, module: str, name: str) -> None:
-    """``module`` (whose function ``name`` must be implemented) calls no softmax from PyTorch."""
-    expect_implemented(find_function(source, name, module), module)
-    hits = softmax_calls(source)
-    if hits:
-        shown = ", ".join(f"line {line}: {text}" for line, text in hits[:3])
-        fail(f"{module}.py must compute softmax itself (exp, max, sum), not call PyTorch's: found {shown}")
+def expect_calls(counts: dict[str, int], at_least: int, what: str, form: str) -> None:
+    """The form of code, judged by running it: ``counts`` (from :meth:`Callable.counting`) must add
+    up to ``at_least`` calls of the library functions that ``form`` names."""
+    made = sum(counts.values())
+    if made < at_least:
+        fail(f"{what} must {form} (this exercise is about that form): it made {made} such call"
+             f"{'' if made == 1 else 's'}, at least {at_least} expected")

@@ -157,8 +157,8 @@ class Lane:
             self.start()
         self.proc.stdin.write(json.dumps({"submission": str(staged), "results": str(results)}) + "\n")
         self.proc.stdin.flush()
-        # The lane enforces the submission's budget itself; this is only a backstop.
-        timer = threading.Timer(self.budget * 2 + 120, self.proc.kill)
+        # The lane enforces each module's budget itself; this is only a backstop.
+        timer = threading.Timer(self.budget * len(PARTS) * 2 + 120, self.proc.kill)
         timer.start()
         try:
             line = self.proc.stdout.readline()
@@ -201,7 +201,7 @@ class Progress:
 
 
 def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call_timeout: float = 10.0,
-          budget: float = 120.0, stream=sys.stderr, replay: bool = True) -> dict:
+          budget: float = 60.0, stream=sys.stderr, replay: bool = True) -> dict:
     """Grade the cohort in ``submissions`` into ``out``; return the summary of the run.
     ``replay=False`` runs every check in full (see :mod:`autograder.replay`)."""
     started = time.monotonic()

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks", required=True)
     parser.add_argument("--reference")
     parser.add_argument("--call-timeout", type=float, default=10.0)
-    parser.add_argument("--budget", type=float, default=120.0)
+    parser.add_argument("--budget", type=float, default=60.0)
     parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.replay)")
     options = parser.parse_args(argv)
     resource.setrlimit(resource.RLIMIT_AS, (JUDGE_MEMORY_BYTES, JUDGE_MEMORY_BYTES))

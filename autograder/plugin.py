@@ -78,7 +78,7 @@ def pytest_addoption(parser):
                                         "(default: solutions/attention of the kit)")
     group.addoption("--results-json", help="write every check's result and the points to this file")
     group.addoption("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
-    group.addoption("--budget", type=float, default=300.0, help="seconds all calls into student code may take together")
+    group.addoption("--budget", type=float, default=300.0, help="seconds the calls into one student module may take together")
     group.addoption("--no-sandbox", action="store_true", help="run student code in an unconfined worker")
     group.addoption("--no-replay", action="store_true",
                     help="run every check in full, even on answers an earlier passing run got (autograder.replay)")

@@ -71,7 +71,8 @@ def student_record(student: str, raw: dict | None, problems: list[str], notes: l
         "max_total": round(sum(p["max_points"] for p in parts.values()), 6) or 100.0,
         "seconds": round(seconds, 3),
         "checks": [{"part": c["part"], "name": c["check"], "hidden": c["hidden"], "points": c["points"],
-                    "passed": c["passed"], "message": "" if c["hidden"] else c["message"]} for c in checks],
+                    "passed": c["passed"], "message": "" if c["hidden"] else c["message"], "about": c.get("about", ""),
+                    **({} if c["passed"] else {"failure": c.get("failure", {})})} for c in checks],
     }
 
 
@@ -85,30 +86,49 @@ def misconceptions(failed: list[dict]) -> list[dict]:
 
 
 def gradescope(record: dict) -> dict:
-    """Gradescope's results.json: hidden checks by name and score, visible after publication."""
+    """Gradescope's results.json. Hidden checks are tests visible after publication, each with one
+    line saying what it checks; the top-level ``output`` (visible at once) holds the public
+    feedback only. Gradescope hides the total while any test is hidden, so it reveals nothing."""
     tests = []
     for check in record["checks"]:
         test = {"name": f"{check['part']}: {check['name']}", "score": check["points"] if check["passed"] else 0.0,
                 "max_score": check["points"], "status": "passed" if check["passed"] else "failed",
-                "visibility": "after_published" if check["hidden"] else "visible"}
-        if not check["hidden"]:
-            test["output"] = check["message"]
-            test["output_format"] = "text"  # the student's own words, shown as they are, never as Markdown or HTML
+                "visibility": "after_published" if check["hidden"] else "visible",
+                "output": hidden_line(check) if check["hidden"] else check["message"],
+                "output_format": "text"}  # the student's own words, shown as they are, never as Markdown or HTML
         tests.append(test)
-    return {"score": record["total"], "execution_time": record["seconds"], "output": feedback_markdown(record),
-            "output_format": "md", "test_output_format": "text", "visibility": "visible", "tests": tests}
+    return {"score": record["total"], "execution_time": record["seconds"],
+            "output": feedback_markdown(record, hidden=False), "output_format": "md", "test_output_format": "text",
+            "visibility": "visible", "tests": tests}
 
 
-def feedback_markdown(record: dict) -> str:
-    lines = [f"# Attention lab: {record['total']:g} / {record['max_total']:g}", ""]
+def points(checks: list[dict], passed: bool = False) -> float:
+    """The points of ``checks`` (only of those passed, with ``passed``)."""
+    return round(sum(c["points"] for c in checks if c["passed"] or not passed), 6)
+
+
+def hidden_line(check: dict) -> str:
+    """All a student learns about a hidden check: what it checks (never its inputs or expected values)."""
+    return f"checks: {check['about']}" if check.get("about") else "a hidden check"
+
+
+def feedback_markdown(record: dict, hidden: bool = True) -> str:
+    """The student's feedback; with ``hidden=False`` nothing about hidden checks (Gradescope's
+    top-level output, visible before grades are published)."""
+    public = [c for c in record["checks"] if not c["hidden"]]
+    title = f"{record['total']:g} / {record['max_total']:g}" if hidden else \
+        f"public checks {points(public, passed=True):g} / {points(public):g} (hidden checks: after grades are published)"
+    lines = [f"# Attention lab: {title}", ""]
     if record["status"] != "graded":
         lines += ["**What cost points beyond wrong answers:**", "", markdown_block(record["status"]), ""]
     if record["notes"]:
         lines += ["**Notes** (these cost nothing):", "", markdown_block("\n".join(record["notes"])), ""]
     for part in PARTS:
         row = record["parts"][part]
-        lines += [f"## {part}: {row['points']:g} / {row['max_points']:g}", ""]
         checks = [c for c in record["checks"] if c["part"] == part]
+        shown = [c for c in checks if hidden or not c["hidden"]]
+        lines += [f"## {part}: {row['points']:g} / {row['max_points']:g}" if hidden else
+                  f"## {part}: {points(shown, passed=True):g} / {points(shown):g}", ""]
         for check in checks:
             if check["hidden"]:
                 continue
@@ -118,12 +138,13 @@ def feedback_markdown(record: dict) -> str:
         for mistake in row.get("misconceptions", []):
             lines.append(f"- known mistake: **{mistake['title']}** (matches {mistake['checks']} failed "
                          f"check{'s' if mistake['checks'] > 1 else ''}). {mistake['hint']}")
-        hidden = [c for c in checks if c["hidden"]]
-        if hidden:
-            passed = sum(c["passed"] for c in hidden)
-            lines.append(f"- hidden checks: {passed} of {len(hidden)} passed")
-            lines += [f"  - {'✓' if c['passed'] else '✗'} {markdown_span(c['name'])}" for c in hidden]
-        if all(c["passed"] for c in checks) and checks:
+        secret = [c for c in checks if c["hidden"]] if hidden else []
+        if secret:
+            passed = sum(c["passed"] for c in secret)
+            lines.append(f"- hidden checks: {passed} of {len(secret)} passed")
+            lines += [f"  - {'✓' if c['passed'] else '✗'} {markdown_span(c['name'])}"
+                      + ("" if c["passed"] else f": {markdown_span(hidden_line(c))}") for c in secret]
+        if all(c["passed"] for c in shown) and shown:
             lines.append("- every check passed")
         lines.append("")
     return "\n".join(lines)

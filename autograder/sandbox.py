@@ -68,11 +68,12 @@ UID_BLOCKS = 4096
 
 SCRATCH_BYTES, SCRATCH_FILES = 32 * 1024**2, 4096
 MEMORY_CEILING = "a memory ceiling for all its processes together (cgroup)"
-SYSTEM_CALL_FILTER = "a system call filter (Unix sockets only, no new namespaces, no keyrings, BPF or io_uring)"
+SYSTEM_CALL_FILTER = "a system call filter (Unix sockets only, no listening, no new namespaces, no keyrings, BPF or io_uring)"
 # System calls a worker never needs and that reach kernel state a memory cgroup does not account
-# for or that widen the kernel's attack surface: refused with EPERM (clone3 with ENOSYS, so that
+# for (a listening socket's queue holds uncharged buffers per pending connection) or that widen
+# the kernel's attack surface: refused with EPERM (clone3 with ENOSYS, so that
 # the C library falls back to clone, whose flags the filter can read).
-REFUSED_SYSTEM_CALLS = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "keyctl", "add_key",
+REFUSED_SYSTEM_CALLS = ("listen", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "keyctl", "add_key",
                         "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "ptrace",
                         "process_vm_readv", "process_vm_writev", "kexec_load", "init_module", "finit_module")
 # The device nodes a worker may open; everything else under /dev stays out of its view.

@@ -20,6 +20,7 @@ one part never starves another.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -361,13 +362,24 @@ class Student:
         self._shared = _shared if _shared is not None else {
             "worker": None, "sandbox": None, "spent": collections.Counter(), "memo": {} if memoize else None,
             "recording": None, "fresh": False, "answered": collections.deque(), "check_bytes": 0,
-            "stopped": {}, "printed": 0}
+            "stopped": {}, "printed": 0, "forbid": ()}
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> "ModuleProxy":
         if module.startswith("_"):
             raise AttributeError(module)
         return ModuleProxy(self, module)
+
+    @contextlib.contextmanager
+    def forbidding(self, *names: str):
+        """While inside, calls into the submission cannot use these library functions (for
+        example ``"torch.softmax"`` in the part where students write softmax): they raise, and
+        the call fails with kind ``forbidden``."""
+        before, self._shared["forbid"] = self._shared["forbid"], names
+        try:
+            yield
+        finally:
+            self._shared["forbid"] = before
 
     def seeded(self, seed: int) -> "Student":
         """The same submission, with every call made right after ``torch.manual_seed(seed)``."""
@@ -411,6 +423,8 @@ class Student:
         """Send one request (see :mod:`autograder.worker`); the answer, with modules as
         :class:`Handle` objects (or, with ``wrap=False``, as the raw :class:`HandleRef`)."""
         request.setdefault("seed", self._seed)
+        if self._shared["forbid"]:
+            request.setdefault("forbid", list(self._shared["forbid"]))
         where = str(request.get("target") or (request.get("specs") or [[request["op"]]])[0][0])
         memo = self._shared["memo"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
@@ -544,7 +558,7 @@ class Student:
             raise StudentError("bad_value", f"{where}: malformed answer from the worker")
         if "error" in message:
             raise self._stop_repeats(error_from(message["error"], where))
-        return message["ok"]
+        return answer_value(message)
 
     def _stop_repeats(self, error: StudentError) -> StudentError:
         """A call that timed out, or a module whose import did, is not asked again: later calls get ``error``."""
@@ -578,6 +592,13 @@ class Student:
             worker.close()
 
 
+def answer_value(message: dict):
+    """What a call answered: its value, with the library calls it made when the request counted them."""
+    if "counts" in message:
+        return {"result": message["ok"], "counts": message["counts"]}
+    return message["ok"]
+
+
 def error_from(error, where: str) -> StudentError:
     """The StudentError of a worker's error answer; its text is the student's and escaped as such."""
     error = error if isinstance(error, dict) else {}
@@ -601,7 +622,7 @@ class Outcome:
 
     @property
     def value(self):
-        return decode_frame(self.answer)["ok"]
+        return answer_value(decode_frame(self.answer))
 
 
 @dataclass(frozen=True)
@@ -662,6 +683,12 @@ class Callable:
         answer = self._student.request({"op": "call", "target": self.target, "args": list(args),
                                         "kwargs": kwargs, "echo_args": True})
         return answer["result"], answer["args"]
+
+    def counting(self, names: tuple[str, ...], *args, **kwargs) -> tuple:
+        """Call and return ``(result, {name: calls})``: how often the call used each library function."""
+        answer = self._student.request({"op": "call", "target": self.target, "args": list(args),
+                                        "kwargs": kwargs, "count": list(names)})
+        return answer["result"], answer["counts"]
 
     def grad(self, *args, upstream=None, **kwargs) -> dict:
         """Call, backpropagate ``upstream`` (default: ones) and return

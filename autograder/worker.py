@@ -22,6 +22,10 @@ Requests (all optional fields may be omitted):
       from now on, a call that runs longer is interrupted where it is (``SIGALRM``) and answered
       as a time-out that names the student's file and line (the judge kills a worker that does
       not stop when asked).
+Any request may carry ``"forbid": [names]`` (library functions such as ``"torch.softmax"`` that
+raise instead of running while it is served: a part that asks students to write one themselves)
+and ``"count": [names]`` (library functions whose calls are counted: the answer is then
+``{"ok": value, "counts": {name: calls}}``), so a check judges the form of code by running it.
 Any request may carry ``"fresh": true`` (the first request of each check does): the worker
 first forgets the modules it built, so handle ids start again at 1 and do not depend on what
 earlier checks did.
@@ -35,6 +39,7 @@ loading in ``loading``).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import signal
@@ -59,6 +64,44 @@ class RequestError(Exception):
         self.kind, self.where, self.fields = kind, where, fields
 
 
+class Forbidden(Exception):
+    """A library function the request forbids was called."""
+
+
+class Guards:
+    """Library functions wrapped once, in place, so that whatever name student code reaches them
+    by (``torch.softmax``, ``getattr(torch, "soft" + "max")``, an alias imported earlier), a
+    request can forbid them or count their calls while it is served."""
+
+    def __init__(self):
+        self.forbidden: frozenset[str] = frozenset()
+        self.counted: dict[str, int] = {}
+
+    def serving(self, request: dict) -> None:
+        names = [str(n) for n in (*(request.get("forbid") or ()), *(request.get("count") or ()))]
+        for name in names:
+            self.install(name)
+        self.forbidden = frozenset(str(n) for n in request.get("forbid") or ())
+        self.counted = {str(name): 0 for name in request.get("count") or ()}
+
+    @functools.cache  # noqa: B019 - one wrapper per name for the worker's life
+    def install(self, name: str) -> None:
+        path, _, attr = name.rpartition(".")
+        owner = functools.reduce(getattr, path.split(".")[1:], importlib.import_module(path.split(".")[0]))
+        original = getattr(owner, attr)
+        guards = self
+
+        @functools.wraps(original)
+        def guarded(*args, **kwargs):
+            if name in guards.forbidden:
+                raise Forbidden(f"{name} is not available in this exercise: write it yourself")
+            if name in guards.counted:
+                guards.counted[name] += 1
+            return original(*args, **kwargs)
+
+        setattr(owner, attr, guarded)
+
+
 class CallTimeout(BaseException):
     """Raised in student code when its call runs out of time. A BaseException, so that the
     student's ``except Exception`` lets it through."""
@@ -74,6 +117,7 @@ class Worker:
         self.handles: dict[int, torch.nn.Module] = {}
         self.broken_imports: dict[str, RequestError] = {}
         self.timeout = 0.0  # seconds a call may run before it is interrupted; 0: never
+        self.guards = Guards()
 
     # -- resolving student names -------------------------------------------------------
     def module(self, name: str):
@@ -142,6 +186,7 @@ class Worker:
             self.handles.clear()
         # The CPU generator is the one torch.manual_seed reseeds here (no accelerator), at 1% of the cost.
         torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
+        self.guards.serving(request)
         args = self.materialise(list(request.get("args") or []))
         kwargs = self.materialise(dict(request.get("kwargs") or {}))
         if op == "limits":
@@ -274,6 +319,8 @@ def error_answer(exc: BaseException, request: dict, root: str, timeout: float) -
             return {**answer, "kind": "timeout", "type": "", "message": message, "loading": loading}
         running = f": it was still running {answer['file']} line {answer['line']}" if frames else ""
         return {**answer, "kind": "timeout", "type": "", "message": f"{where} did not finish in {timeout:g} s{running}"}
+    if isinstance(exc, Forbidden):
+        return {**answer, "kind": "forbidden", "type": "", "message": str(exc)}
     if isinstance(exc, NotImplementedError) and frames:
         # Name the stub that raised ("masking.CausalAttention"), not the call that led there.
         code = innermost_student_code(exc, root)
@@ -308,6 +355,9 @@ def run(root: str, sock: socket.socket, report=None) -> None:
                 answer = {"ok": worker.serve(request)}
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                counts, worker.guards.counted, worker.guards.forbidden = worker.guards.counted, {}, frozenset()
+            if request.get("count"):
+                answer["counts"] = counts
             frame = encode(answer)
         except CodecError as exc:
             frame = bad_value(request, f"returned a value the grader cannot read: {exc}")

@@ -71,8 +71,10 @@ def test_results_json_is_gradescope_and_hides_hidden_checks(demo):
         assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
         for test in results["tests"]:
             assert set(test) >= {"name", "score", "max_score", "status", "visibility"}
-            if test["visibility"] == "after_published":
-                assert "output" not in test
+            if test["visibility"] == "after_published":  # what it checks, in one line; nothing in the top level
+                assert test["output"].startswith("checks: ") and "\n" not in test["output"], test
+                assert test["name"].split(": ", 1)[1] not in results["output"]
+        assert "public checks" in results["output"].splitlines()[0]  # no total that hidden checks are part of
         assert any(t["visibility"] == "after_published" for t in results["tests"])
 
 

@@ -59,6 +59,12 @@ def test_every_part_has_public_and_hidden_checks(solution_results):
         assert kinds == {True, False}, part
 
 
+def test_every_hidden_check_says_in_one_line_what_it_checks(solution_results):
+    """A failed hidden check shows only its docstring: each one has one."""
+    hidden = [c for c in solution_results["checks"] if c["hidden"]]
+    assert hidden and [c["check"] for c in hidden if not c["about"]] == []
+
+
 def test_hidden_checks_are_the_ones_fenced_in_points_toml(solution_results):
     text = (CHECKS / "points.toml").read_text()
     hidden_lines = {n for span in hidden_line_ranges(text) for n in span}

@@ -194,7 +194,11 @@ def test_gradescope_grades_each_demo_student(dist, tmp_path, student):
     assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
     assert (results["score"] == 100) == (student in {"ada", "ben", "chen"})
     assert (results["score"] == 0) == (student == "june")
-    assert all("output" not in t for t in results["tests"] if t["visibility"] == "after_published")
+    hidden = [t for t in results["tests"] if t["visibility"] == "after_published"]
+    assert hidden and all(t["output"].startswith(("checks: ", "a hidden check")) and "\n" not in t["output"]
+                          for t in hidden)  # one line: what it checks, never inputs or expected values
+    for test in hidden:  # the top-level output is visible at once: nothing of a hidden check in it
+        assert test["name"].split(": ", 1)[1] not in results["output"], test["name"]
     assert results["output_format"] == "md"
     if student == "kai":  # the broken upload: its link is left out and said so, its problems listed
         assert results["output"].startswith("**About your upload:** dropout.py: a link, left out")

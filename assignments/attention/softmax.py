@@ -59,7 +59,8 @@ def context_vector(inputs, weights):
       ``sum_j weights[j] * inputs[j]``.
 
     Implementation notes: accumulate with a Python loop over the T tokens,
-    out of place (``acc = acc + ...``) so gradients flow to both arguments.
+    one ``weights[j] * inputs[j]`` per token (a check counts them), out of
+    place (``acc = acc + ...``) so gradients flow to both arguments.
     """
     # YOUR CODE HERE
     raise NotImplementedError()

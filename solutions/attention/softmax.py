@@ -61,7 +61,8 @@ def context_vector(inputs, weights):
       ``sum_j weights[j] * inputs[j]``.
 
     Implementation notes: accumulate with a Python loop over the T tokens,
-    out of place (``acc = acc + ...``) so gradients flow to both arguments.
+    one ``weights[j] * inputs[j]`` per token (a check counts them), out of
+    place (``acc = acc + ...``) so gradients flow to both arguments.
     """
     context = torch.zeros_like(inputs[0])  # (d,)
     for w_j, x_j in zip(weights, inputs):

@@ -18,7 +18,7 @@ def attention_scores_for_query(inputs, query):
       ``scores[j] = inputs[j] . query``.
 
     Implementation notes: loop over the T tokens in Python and use
-    ``torch.dot``. Collect the per-token results and combine them into one
+    ``torch.dot``, one call per token (a check counts them). Collect the per-token results and combine them into one
     tensor (e.g. a list plus ``torch.stack``) so that gradients still flow back
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
@@ -42,7 +42,8 @@ def attention_scores_loop(inputs):
       key j).
 
     Implementation notes: the outer loop runs over queries i, the inner loop
-    over keys j, each entry computed with ``torch.dot``. Build the result in a
+    over keys j, each entry computed with its own ``torch.dot`` call (a check
+    counts them). Build the result in a
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
     ### BEGIN SOLUTION

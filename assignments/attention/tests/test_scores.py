@@ -2,10 +2,11 @@
 
 import torch
 
-from autograder.checks import expect_close, expect_document, expect_loops, random_tensor
+from autograder.checks import expect_calls, expect_close, expect_document, random_tensor
 from document_tensors import ALL_SCORES, BATCHED_A, BATCHED_AAT, QUERY2_SCORES, YOUR_JOURNEY
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
+DOT = ("torch.dot", "torch.Tensor.dot")  # x.dot(y) is torch.dot too
 
 
 def test_query_scores_match_document(student):
@@ -15,7 +16,10 @@ def test_query_scores_match_document(student):
 
 
 def test_query_scores_use_a_loop(student):
-    expect_loops(student.source("scores"), "scores", "attention_scores_for_query", depth=1)
+    """Form: one torch.dot per token, in a Python loop (run on the 6 tokens of 003)."""
+    _, counts = student.scores.attention_scores_for_query.counting(DOT, INPUTS, INPUTS[1])
+    expect_calls(counts, 6, "attention_scores_for_query(inputs, inputs[1])", "compute each score with torch.dot "
+                 "in a Python loop over the tokens")
 
 
 def test_loop_scores_match_document(student):
@@ -24,7 +28,10 @@ def test_loop_scores_match_document(student):
 
 
 def test_loop_scores_use_nested_loops(student):
-    expect_loops(student.source("scores"), "scores", "attention_scores_loop", depth=2)
+    """Form: one torch.dot per (query, key) pair, in two nested Python loops."""
+    _, counts = student.scores.attention_scores_loop.counting(DOT, INPUTS)
+    expect_calls(counts, 36, "attention_scores_loop(inputs)", "compute each of the 6 x 6 entries with torch.dot "
+                 "in two nested Python loops")
 
 
 def test_matrix_scores_match_document(student):

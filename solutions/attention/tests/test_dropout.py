@@ -166,6 +166,7 @@ from autograder.checks import expect_unmodified
 @given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(1, 6), min_size=1, max_size=4),
        p=st.floats(0.05, 0.95), keep=st.floats(0.1, 0.9))
 def test_dropout_random_shapes_with_mask(student, reference, seed, shape, p, keep):
+    """Contract: with a keep_mask, kept entries are scaled by 1/(1-p) and dropped ones are 0, for any shape."""
     x = random_tensor(seed, *shape, scale=2.0)
     mask = random_mask(seed + 1, *shape, keep=keep)
     what = f"dropout(x, {p:.3f}, keep_mask=...) on shape {tuple(shape)}"
@@ -174,6 +175,7 @@ def test_dropout_random_shapes_with_mask(student, reference, seed, shape, p, kee
 
 
 def test_dropout_gradients_flow(student):
+    """Contract: gradients flow back to the input through the kept entries."""
     x = random_tensor(41, 5, 6, dtype=torch.float64)
     mask = random_mask(42, 5, 6)
     upstream = random_tensor(43, 5, 6, dtype=torch.float64)
@@ -186,6 +188,7 @@ def test_dropout_gradients_flow(student):
 
 
 def test_dropout_keeps_float64(student):
+    """Contract: the output keeps the input's dtype (float64 in, float64 out)."""
     x = random_tensor(51, 4, 5, dtype=torch.float64)
     mask = random_mask(52, 4, 5)
     calls = {
@@ -202,6 +205,7 @@ def test_dropout_keeps_float64(student):
 
 
 def test_dropout_leaves_inputs_untouched(student):
+    """Contract: the input tensor is not modified in place."""
     x = random_tensor(61, 6, 7)
     mask = random_mask(62, 6, 7)
     _, after = student.dropout.dropout.with_args(x.clone(), 0.5, mask.clone())
@@ -214,6 +218,7 @@ def test_dropout_leaves_inputs_untouched(student):
 
 
 def test_dropout_statistics_several_p(student):
+    """Contract: without a mask, about a fraction p of entries is dropped and the mean is kept, for several p."""
     # 200,000 entries: 6 standard deviations is at most +-0.0068 on the kept fraction.
     for p, generator in ((0.1, GeneratorSpec(71)), (0.5, None), (0.9, GeneratorSpec(73))):
         x = random_tensor(70, 400, 500)
@@ -224,6 +229,7 @@ def test_dropout_statistics_several_p(student):
 
 
 def test_dropout_keeps_with_probability_one_minus_p(student):
+    """Contract: each entry is kept with probability 1 - p (p is the drop probability)."""
     x = torch.ones(200, 250)
     what = "dropout(torch.ones(200, 250), 0.2, generator=Generator().manual_seed(81))"
     out = expect_tensor(student.dropout.dropout(x, 0.2, generator=GeneratorSpec(81)), what, shape=(200, 250))

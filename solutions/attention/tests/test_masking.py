@@ -212,6 +212,7 @@ def test_causal_attention_matches_sdpa(student):
 @example(seed=9, tokens=6, extra=0, d_in=3, d_out=2, batch=2, bias=False)  # the document's shapes
 @example(seed=10, tokens=4, extra=6, d_in=3, d_out=2, batch=2, bias=False)
 def test_causal_attention_random_shapes(student, reference, seed, tokens, extra, d_in, d_out, batch, bias):
+    """Contract: CausalAttention gives the right output for other shapes and weights."""
     context = tokens + extra
     x = random_tensor(seed, batch, tokens, d_in)
     call = f"CausalAttention({d_in}, {d_out}, {context}, 0.0, qkv_bias={bias})"
@@ -261,6 +262,7 @@ def test_causal_weights_are_causal(student):
 @example(seed=3, tokens=8, d_k=2, channels=8, batch=[], fill=1.0)
 @example(seed=4, tokens=8, d_k=2, channels=2, batch=[4], fill=-1.0)
 def test_functions_random_shapes(student, reference, seed, tokens, d_k, channels, batch, fill):
+    """Contract: the masking functions give the right results for other sizes and batched scores."""
     scores = random_tensor(seed, *batch, tokens, tokens, scale=3.0)
     shape = tuple(scores.shape)
     expect_close(student.masking.mask_future(scores), reference.masking.mask_future(scores),
@@ -285,6 +287,7 @@ def test_causal_average_batched(student):
 
 
 def test_functions_keep_float64(student):
+    """Contract: the functions keep the input's dtype (float64 in, float64 out)."""
     scores = random_tensor(51, 2, 5, 5, dtype=torch.float64)
     masked = expect_tensor(student.masking.mask_future(scores), "mask_future on float64 scores", dtype=torch.float64)
     expect_close(masked, scores.masked_fill(future_positions(5), -math.inf), "mask_future on float64 scores", atol=0.0)
@@ -348,6 +351,7 @@ def test_causal_attention_eval_ignores_dropout(student, reference):
 
 
 def test_functions_leave_inputs_untouched(student):
+    """Contract: no input tensor is modified in place."""
     scores = random_tensor(81, 2, 5, 5)
     _, (after, _) = student.masking.causal_attention_weights.with_args(scores.clone(), 3)
     expect_unmodified(scores, after, "causal_attention_weights")

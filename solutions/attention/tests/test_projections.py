@@ -207,6 +207,7 @@ batches = st.lists(st.integers(1, 3), max_size=2)
 
 @given(seed=st.integers(0, 2**20), tokens=st.integers(1, 7), d_in=dims, d_out=dims, batch=batches)
 def test_v1_random_weights(student, seed, tokens, d_in, d_out, batch):
+    """Contract: SelfAttention_v1 gives the right output with other weights and shapes."""
     x = random_tensor(seed, *batch, tokens, d_in, scale=2.0)
     W = [random_tensor(seed + 1 + i, d_in, d_out) for i in range(3)]
     v1 = student.projections.SelfAttention_v1(d_in, d_out)
@@ -217,6 +218,7 @@ def test_v1_random_weights(student, seed, tokens, d_in, d_out, batch):
 
 @given(seed=st.integers(0, 2**20), tokens=st.integers(1, 7), d_in=dims, d_out=dims, batch=batches, bias=st.booleans())
 def test_v2_random_weights(student, seed, tokens, d_in, d_out, batch, bias):
+    """Contract: SelfAttention_v2 gives the right output with other weights and shapes."""
     x = random_tensor(seed, *batch, tokens, d_in, scale=2.0)
     weights = [random_tensor(seed + 1 + i, d_out, d_in) for i in range(3)]
     biases = [random_tensor(seed + 4 + i, d_out) if bias else None for i in range(3)]
@@ -232,6 +234,7 @@ def test_v2_random_weights(student, seed, tokens, d_in, d_out, batch, bias):
 
 @given(seed=st.integers(0, 2**20), t_q=st.integers(1, 7), t_k=st.integers(1, 7), d_k=st.integers(1, 9), batch=batches)
 def test_scaled_weights_random_shapes(student, reference, seed, t_q, t_k, d_k, batch):
+    """Contract: scaled_attention_weights is right for other shapes, batched ones included."""
     queries = random_tensor(seed, *batch, t_q, d_k, scale=2.0)
     keys = random_tensor(seed + 1, *batch, t_k, d_k, scale=2.0)
     what = f"scaled_attention_weights(queries {tuple(queries.shape)}, keys {tuple(keys.shape)})"
@@ -243,6 +246,7 @@ def test_scaled_weights_random_shapes(student, reference, seed, t_q, t_k, d_k, b
 
 @given(seed=st.integers(0, 2**20), tokens=st.integers(1, 7), d_in=dims, d_out=dims, batch=batches)
 def test_project_qkv_random_shapes(student, reference, seed, tokens, d_in, d_out, batch):
+    """Contract: project_qkv is right for other shapes."""
     x = random_tensor(seed, *batch, tokens, d_in)
     W = [random_tensor(seed + 1 + i, d_in, d_out) for i in range(3)]
     what = f"project_qkv on x of shape {tuple(x.shape)}, W of shape ({d_in}, {d_out})"
@@ -254,6 +258,7 @@ def test_project_qkv_random_shapes(student, reference, seed, tokens, d_in, d_out
 
 @given(seed=st.integers(0, 2**20), d_in=dims, d_out=dims, bias=st.booleans())
 def test_seeded_construction_matches_reference(student, reference, seed, d_in, d_out, bias):
+    """Contract: after the same seed, construction creates the parameters in the documented order."""
     for target, args in (("SelfAttention_v1", (d_in, d_out)), ("SelfAttention_v2", (d_in, d_out, bias))):
         what = f"{target}{args} built after manual_seed({seed})"
         mine = getattr(student.seeded(seed).projections, target)(*args).state_dict()
@@ -265,6 +270,7 @@ def test_seeded_construction_matches_reference(student, reference, seed, d_in, d
 
 
 def test_functions_keep_float64(student):
+    """Contract: the functions keep the input's dtype (float64 in, float64 out)."""
     x = random_tensor(41, 2, 5, 3, dtype=torch.float64)
     W = [random_tensor(42 + i, 3, 4, dtype=torch.float64) for i in range(3)]
     got = unpack_qkv(student.projections.project_qkv(x, *W), "project_qkv on float64 inputs", (2, 5, 4))
@@ -279,6 +285,7 @@ def test_functions_keep_float64(student):
 
 
 def test_gradients_reach_projections(student):
+    """Contract: gradients reach the inputs and every projection weight."""
     x = random_tensor(51, 2, 4, 3)
     upstream = random_tensor(52, 2, 4, 5)
     W = [random_tensor(53 + i, 3, 5).requires_grad_(True) for i in range(3)]
@@ -315,6 +322,7 @@ def test_gradients_reach_projections(student):
 
 
 def test_functions_leave_inputs_untouched(student):
+    """Contract: no input tensor is modified in place."""
     x = random_tensor(71, 5, 3)
     W = [random_tensor(72 + i, 3, 2) for i in range(3)]
     _, after = student.projections.project_qkv.with_args(x.clone(), *(w.clone() for w in W))

@@ -2,10 +2,11 @@
 
 import torch
 
-from autograder.checks import expect_close, expect_document, expect_loops, random_tensor
+from autograder.checks import expect_calls, expect_close, expect_document, random_tensor
 from document_tensors import ALL_SCORES, BATCHED_A, BATCHED_AAT, QUERY2_SCORES, YOUR_JOURNEY
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
+DOT = ("torch.dot", "torch.Tensor.dot")  # x.dot(y) is torch.dot too
 
 
 def test_query_scores_match_document(student):
@@ -15,7 +16,10 @@ def test_query_scores_match_document(student):
 
 
 def test_query_scores_use_a_loop(student):
-    expect_loops(student.source("scores"), "scores", "attention_scores_for_query", depth=1)
+    """Form: one torch.dot per token, in a Python loop (run on the 6 tokens of 003)."""
+    _, counts = student.scores.attention_scores_for_query.counting(DOT, INPUTS, INPUTS[1])
+    expect_calls(counts, 6, "attention_scores_for_query(inputs, inputs[1])", "compute each score with torch.dot "
+                 "in a Python loop over the tokens")
 
 
 def test_loop_scores_match_document(student):
@@ -24,7 +28,10 @@ def test_loop_scores_match_document(student):
 
 
 def test_loop_scores_use_nested_loops(student):
-    expect_loops(student.source("scores"), "scores", "attention_scores_loop", depth=2)
+    """Form: one torch.dot per (query, key) pair, in two nested Python loops."""
+    _, counts = student.scores.attention_scores_loop.counting(DOT, INPUTS)
+    expect_calls(counts, 36, "attention_scores_loop(inputs)", "compute each of the 6 x 6 entries with torch.dot "
+                 "in two nested Python loops")
 
 
 def test_matrix_scores_match_document(student):
@@ -55,6 +62,7 @@ from autograder.checks import expect_gradient, expect_tensor, expect_unmodified
 @given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), dim=st.integers(1, 12),
        batch=st.lists(st.integers(1, 3), max_size=2))
 def test_matrix_scores_random_shapes(student, reference, seed, tokens, dim, batch):
+    """Contract: attention_scores is right for other shapes, batched ones included."""
     x = random_tensor(seed, *batch, tokens, dim)
     expect_close(student.scores.attention_scores(x), reference.scores.attention_scores(x),
                  f"attention_scores on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
@@ -62,6 +70,7 @@ def test_matrix_scores_random_shapes(student, reference, seed, tokens, dim, batc
 
 @given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), dim=st.integers(1, 12), row=st.integers(0, 8))
 def test_loop_scores_random_inputs(student, reference, seed, tokens, dim, row):
+    """Contract: attention_scores_loop is right for other inputs."""
     x = random_tensor(seed, tokens, dim, scale=3.0)
     query = x[row % tokens]
     expect_close(student.scores.attention_scores_for_query(x, query), reference.scores.attention_scores_for_query(x, query),
@@ -71,6 +80,7 @@ def test_loop_scores_random_inputs(student, reference, seed, tokens, dim, row):
 
 
 def test_scores_keep_float64(student):
+    """Contract: the score functions keep the input's dtype (float64 in, float64 out)."""
     x = random_tensor(1, 5, 4, dtype=torch.float64)
     for name in ("attention_scores_loop", "attention_scores"):
         expect_tensor(getattr(student.scores, name)(x), f"{name} on float64 input", dtype=torch.float64)
@@ -79,6 +89,7 @@ def test_scores_keep_float64(student):
 
 
 def test_scores_gradients_flow(student):
+    """Contract: gradients flow back to the inputs through the score functions."""
     x = random_tensor(2, 4, 3, dtype=torch.float64)
     upstream = random_tensor(3, 4, 4, dtype=torch.float64)
     expected = (upstream + upstream.T) @ x  # d/dx of sum(upstream * x x^T)
@@ -88,6 +99,7 @@ def test_scores_gradients_flow(student):
 
 
 def test_scores_leave_inputs_untouched(student):
+    """Contract: no input tensor is modified in place."""
     x = random_tensor(4, 5, 3)
     for name in ("attention_scores_loop", "attention_scores"):
         _, (after,) = getattr(student.scores, name).with_args(x.clone())

@@ -181,6 +181,7 @@ def _loaded_mha(side, state, d_in, d_out, context_length, dropout, num_heads, qk
 @given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 7), num_heads=st.integers(1, 4),
        head_dim=st.integers(1, 4), qkv_bias=st.booleans())
 def test_mha_matches_torch_multihead_attention(student, seed, batch, tokens, num_heads, head_dim, qkv_bias):
+    """Contract: MultiHeadAttention equals PyTorch's causal nn.MultiheadAttention given the same weights."""
     d = num_heads * head_dim
     state = _mha_state(seed, d, d, 7, qkv_bias)
     if not qkv_bias:  # torch's bias=False also drops out_proj's bias
@@ -207,6 +208,7 @@ def test_mha_matches_torch_multihead_attention(student, seed, batch, tokens, num
        num_heads=st.integers(1, 4), head_dim=st.integers(1, 4), d_in=st.integers(1, 6), qkv_bias=st.booleans())
 def test_mha_random_shapes_match_reference(student, reference, seed, batch, tokens, context, num_heads, head_dim, d_in,
                                            qkv_bias):
+    """Contract: MultiHeadAttention gives the right output for other batch sizes, lengths and head counts."""
     d_out = num_heads * head_dim
     context_length = tokens + context
     state = _mha_state(seed, d_in, d_out, context_length, qkv_bias)
@@ -219,6 +221,7 @@ def test_mha_random_shapes_match_reference(student, reference, seed, batch, toke
 
 @given(seed=st.integers(0, 2**20), position=st.integers(0, 5))
 def test_mha_is_causal(student, seed, position):
+    """Contract: no output position depends on a later input position."""
     state = _mha_state(seed, 4, 6, 6, False)
     mha = _loaded_mha(student, state, 4, 6, 6, 0.0, 3, False)
     x = random_tensor(seed + 1, 2, 6, 4)
@@ -231,6 +234,7 @@ def test_mha_is_causal(student, seed, position):
 
 
 def test_mha_shorter_input_than_context(student):
+    """Contract: inputs shorter than context_length use the top-left part of the mask."""
     state = _mha_state(11, 3, 4, 10, True)
     mha = _loaded_mha(student, state, 3, 4, 10, 0.0, 2, True)
     for tokens in (1, 4, 9):
@@ -243,6 +247,7 @@ def test_mha_shorter_input_than_context(student):
 @given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 6), num_heads=st.integers(1, 4),
        head_dim=st.integers(1, 4), dtype=st.sampled_from([torch.float32, torch.float64, torch.int64]))
 def test_split_merge_random_round_trip(student, seed, batch, tokens, num_heads, head_dim, dtype):
+    """Contract: merge_heads(split_heads(x, H)) gives back x, for other shapes."""
     x = (random_tensor(seed, batch, tokens, num_heads * head_dim, dtype=torch.float64) * 10).to(dtype)
     split = x.view(batch, tokens, num_heads, head_dim).transpose(1, 2)  # trusted, non-contiguous
     result, (after, _) = student.heads.split_heads.with_args(x.clone(), num_heads)
@@ -255,6 +260,7 @@ def test_split_merge_random_round_trip(student, seed, batch, tokens, num_heads, 
 
 
 def test_mha_gradients_reach_all_parameters(student):
+    """Contract: gradients reach every parameter of MultiHeadAttention."""
     state = _mha_state(5, 3, 4, 6, True)
     mha = _loaded_mha(student, state, 3, 4, 6, 0.0, 2, True)
     x = random_tensor(6, 2, 5, 3)
@@ -275,6 +281,7 @@ def test_mha_gradients_reach_all_parameters(student):
 
 
 def test_mha_dropout_only_in_training(student, reference):
+    """Contract: dropout acts in training mode only; in eval mode the output is deterministic."""
     state = _mha_state(8, 3, 4, 6, False)
     args = (state, 3, 4, 6, 0.5, 2, False)
     x = random_tensor(9, 2, 6, 3)
@@ -293,6 +300,7 @@ def test_mha_dropout_only_in_training(student, reference):
 @given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 6), num_heads=st.integers(1, 3),
        d_in=st.integers(1, 4), d_out=st.integers(1, 4), qkv_bias=st.booleans())
 def test_wrapper_equals_concatenated_heads(student, reference, seed, batch, tokens, num_heads, d_in, d_out, qkv_bias):
+    """Contract: the wrapper's output is its heads' outputs concatenated, head 0 first."""
     gen = torch.Generator().manual_seed(seed)
     state = {}
     for i in range(num_heads):

@@ -1,0 +1,92 @@
+"""Fair grades: one mistake costs one mistake (issue: a loop zeroed correct parts, printing cost
+points, the status column flagged the wrong students).
+
+One cohort, graded once by the real command line: each student is the reference solution with
+one mistake. Before per-module budgets and interrupted calls, a loop in ``heads.split_heads``
+scored 21.5 (every later check "not run: budget used up"), a loop at import of ``dropout.py``
+scored 2, and both were ``graded`` in the status column.
+"""
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from autograder import PARTS
+from conftest import KIT, SOLUTIONS
+
+FULL = {"scores": 10, "softmax": 15, "projections": 20, "masking": 20, "dropout": 10, "heads": 25}
+LOOP = "    while True:\n        pass\n"
+
+# student: (module, text appended to the reference module, the part it may cost, status)
+MISTAKES = {
+    "loop_scores": ("scores", "\ndef attention_scores(inputs):\n" + LOOP, "scores",
+                    "timed out: scores.attention_scores"),
+    "loop_softmax": ("softmax", "\ndef softmax(scores, dim=-1):\n" + LOOP, "softmax", "timed out: softmax.softmax"),
+    "loop_projections": ("projections", "\ndef scaled_attention_weights(queries, keys):\n" + LOOP, "projections",
+                         "timed out: projections.scaled_attention_weights"),
+    "loop_masking": ("masking", "\ndef causal_average(x):\n" + LOOP, "masking", "timed out: masking.causal_average"),
+    "loop_dropout": ("dropout", "\ndef dropout(x, p, keep_mask=None, generator=None, training=True):\n" + LOOP,
+                     "dropout", "timed out: dropout.dropout"),
+    "loop_heads": ("heads", "\ndef split_heads(x, num_heads):\n" + LOOP, "heads", "timed out: heads.split_heads"),
+    "loop_at_import": ("dropout", "\nwhile True:\n    pass\n", "dropout", "timed out: loading dropout.py"),
+    "exit_at_import": ("softmax", "\nimport os\nos._exit(0)\n", "softmax", "crashed: softmax."),
+    "segfault": ("masking", "\nimport ctypes\ndef causal_mask(num_tokens):\n    ctypes.string_at(0)\n", "masking",
+                 "crashed: masking.causal_mask (SIGSEGV)"),
+    "printer": ("scores", "\nimport sys\nsys.stdout.write('attention! ' * 5_000_000)\n", None, "graded"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    cohort = tmp_path_factory.mktemp("cohort")
+    for student, (module, appended, _, _) in MISTAKES.items():
+        folder = cohort / student / "attention"
+        shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
+        (folder / f"{module}.py").write_text((folder / f"{module}.py").read_text() + appended)
+    out = tmp_path_factory.mktemp("out")
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
+                          "--jobs", "2", "--force"], cwd=KIT, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out, {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+
+
+@pytest.mark.parametrize("student", sorted(MISTAKES))
+def test_one_mistake_costs_only_its_own_part_and_the_status_names_it(graded, student):
+    _, table = graded
+    row = table[student]
+    _, _, costly, status = MISTAKES[student]
+    for part in PARTS:
+        if part != costly:
+            assert float(row[part]) == FULL[part], (student, part, row)
+    if costly:
+        assert float(row[costly]) < FULL[costly], row
+    assert row["status"].startswith(status), row
+
+
+def test_code_that_never_ran_earns_nothing_in_its_part(graded):
+    _, table = graded
+    assert float(table["exit_at_import"]["softmax"]) == 0
+    assert float(table["loop_at_import"]["dropout"]) == 0
+
+
+def test_printing_costs_nothing_and_is_said_once(graded):
+    out, table = graded
+    assert table["printer"]["total"] == "100"
+    assert table["printer"]["notes"].count("printed") == 1, table["printer"]["notes"]
+
+
+def test_a_failure_is_data_from_the_worker_to_the_results(graded):
+    out, _ = graded
+    summary = json.loads((out / "students" / "segfault" / "summary.json").read_text())
+    raw_failures = [c for c in summary["checks"] if not c["passed"]]
+    assert raw_failures and all(c["failure"]["kind"] == "crashed" and c["failure"]["signal"] == "SIGSEGV"
+                                for c in raw_failures), raw_failures
+    hung = json.loads((out / "students" / "loop_at_import" / "summary.json").read_text())
+    failure = next(c["failure"] for c in hung["checks"] if not c["passed"])
+    assert failure == {"kind": "timeout", "where": failure["where"], "file": "dropout.py", "line": failure["line"],
+                       "phase": "import", "loading": ["dropout.py"]}, failure
