@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,22 @@ class Hierarchy:
             swap, total_bytes = folder / "memory.swap.max", 0
         if swap.exists():
             swap.write_text(str(total_bytes))
+
+    def oom_events(self, folder: Path) -> int | None:
+        """An eventfd the kernel signals at each OOM of ``folder`` (v1); None where there is none
+        (v2: its ``memory.events`` is then read at each call, 50 us instead of 1 us)."""
+        if self.version != 1:
+            return None
+        events = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        control = os.open(folder / "memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            (folder / "cgroup.event_control").write_text(f"{events} {control}")
+        except OSError:
+            os.close(events)
+            raise
+        finally:
+            os.close(control)  # the registration holds what it needs
+        return events
 
     def oom_kills(self, folder: Path) -> int:
         events = folder / ("memory.oom_control" if self.version == 1 else "memory.events")
@@ -134,6 +151,7 @@ class WorkerCgroup:
         self.folder.mkdir()
         try:
             self.hierarchy.limit(self.folder, total_bytes)
+            self.oom_events = self.hierarchy.oom_events(self.folder)
         except OSError:
             self.folder.rmdir()
             raise
@@ -145,12 +163,20 @@ class WorkerCgroup:
         return str(self.folder / "cgroup.procs")
 
     def call_starts(self) -> None:
-        """Remember the OOM kills so far: :meth:`oom_killed` is about the call that follows."""
-        self.oom_kills_before = self._oom_kills()
+        """Forget the OOM kills so far: :meth:`oom_killed` is about the call that follows."""
+        if self.oom_events is None:
+            self.oom_kills_before = self._oom_kills()
+            return
+        try:
+            os.eventfd_read(self.oom_events)
+        except BlockingIOError:
+            pass
 
     def oom_killed(self) -> bool:
         """Did the kernel stop one of the worker's processes at the ceiling during the current call?"""
-        return self._oom_kills() > self.oom_kills_before
+        if self.oom_events is None:
+            return self._oom_kills() > self.oom_kills_before
+        return bool(select.select([self.oom_events], [], [], 0)[0])
 
     def _oom_kills(self) -> int:
         try:
@@ -159,6 +185,9 @@ class WorkerCgroup:
             return 0
 
     def remove(self) -> None:
+        if self.oom_events is not None:
+            os.close(self.oom_events)
+            self.oom_events = None
         remove(self.folder)
 
 
