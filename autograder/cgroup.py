@@ -5,8 +5,8 @@ sum, one submission could hold many times the per-process limit. The judge makes
 cgroup for each confined worker (:class:`WorkerCgroup`), the worker moves itself into it before
 any student code runs (it still sees ``/sys`` then, and is still root), and the judge removes
 the cgroup once the worker's PID namespace is gone. When the processes together go over the
-ceiling, the kernel's OOM killer stops one of them, inside that worker only; the judge reads
-the cgroup's ``oom_kill`` count to say so.
+ceiling, the kernel's OOM killer stops one of them, inside that worker only; the judge learns
+it from an eventfd (v1) or the cgroup's ``oom_kill`` count (v2) to say so.
 
 Both kinds of hierarchy are supported: cgroup v1 (a ``memory`` hierarchy of its own) and
 cgroup v2 (the memory controller enabled for the children of the grader's own cgroup, which
@@ -111,7 +111,7 @@ def hierarchy() -> Hierarchy:
     return find_hierarchy(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
 
 
-def name_of(uid: int) -> str:
+def name_of(uid: int | str) -> str:
     """A worker's cgroup is named by its user id: unique on the machine (blocks of user ids are
     claimed with a lock), and so left over only by a judge that no longer holds that block."""
     return f"autograder-worker-{uid}"

@@ -277,6 +277,7 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
     records = [r for r in records if r is not None]
     reports.write_atomically(out / "grades.csv", reports.grades_csv(records))
     reports.write_atomically(out / "report.html", reports.class_report(records))
-    return {"graded": len(todo), "skipped": skipped, "ungraded": [f"{student}: {why}" for student, why in ungraded.items()], "students": len(records), "replayed_checks": sum(replayed),
+    return {"graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
+            "ungraded": [f"{student}: {why}" for student, why in ungraded.items()],
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
             "mean": sum(r["total"] for r in records) / len(records) if records else 0.0, "records": records}

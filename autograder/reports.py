@@ -23,20 +23,20 @@ PROBLEM_NAMES = {"timeout": "timed out", "memory": "out of memory", "bad_value":
                  "too_large": "unreadable answer", "check_error": "a check broke"}
 
 
-def problem(failure: dict) -> str | None:
-    """How a failed check's failure reads in the status column; None for the ordinary ones
-    (a wrong answer, an exception, a stub), which the points already say."""
+def problem(failure: dict) -> tuple[str, str] | None:
+    """How a failed check's failure reads in the status column, as (what went wrong, where); None
+    for the ordinary ones (a wrong answer, an exception, a stub), which the points already say."""
     kind, where = failure.get("kind"), failure.get("where", "?")
     if kind == "timeout" and failure.get("loading"):
-        return f"timed out: loading {', '.join(failure['loading'])}"
+        return "timed out", f"loading {', '.join(failure['loading'])}"
     if kind == "crashed":
         how = failure.get("signal") or (f"exit code {failure['exit_code']}" if "exit_code" in failure else "stopped")
-        return f"crashed: {where} ({how})"
+        return "crashed", f"{where} ({how})"
     if kind == "import":
-        return f"did not import: {failure.get('file', where)}" + (f" line {failure['line']}" if "line" in failure else "")
+        return "did not import", failure.get("file", where) + (f" line {failure['line']}" if "line" in failure else "")
     if kind == "missing" and failure.get("file"):
-        return f"missing: {failure['file']}"
-    return f"{PROBLEM_NAMES[kind]}: {where}" if kind in PROBLEM_NAMES else None
+        return "missing", failure["file"]
+    return (PROBLEM_NAMES[kind], where) if kind in PROBLEM_NAMES else None
 
 
 def status_of(raw: dict | None, problems: list[str], error: str | None) -> str:
@@ -44,11 +44,10 @@ def status_of(raw: dict | None, problems: list[str], error: str | None) -> str:
     if error:
         return "error: " + one_line(error.strip().splitlines()[-1][:200])
     found: dict[str, list[str]] = {}  # "timed out": ["heads.split_heads", ...]
-    for said in [*problems, *(problem(c.get("failure") or {}) for c in (raw or {}).get("checks", []) if not c["passed"])]:
-        if said:
-            kind, _, what = said.partition(": ")
-            if what not in found.setdefault(kind, []):
-                found[kind].append(what)
+    failures = [problem(c.get("failure") or {}) for c in (raw or {}).get("checks", []) if not c["passed"]]
+    for kind, what in [*(said.partition(": ")[::2] for said in problems), *filter(None, failures)]:
+        if what not in found.setdefault(kind, []):
+            found[kind].append(what)
     said = [f"{kind}: {', '.join(what)}" if any(what) else kind for kind, what in found.items()]
     return one_line("; ".join(said)) if said else "graded"
 

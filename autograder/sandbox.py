@@ -67,6 +67,7 @@ UIDS_PER_BLOCK = 1 << 16
 UID_BLOCKS = 4096
 
 SCRATCH_BYTES, SCRATCH_FILES = 32 * 1024**2, 4096
+PID_NAMESPACE = "a PID namespace of its own"
 MEMORY_CEILING = "a memory ceiling for all its processes together (cgroup)"
 SYSTEM_CALL_FILTER = "a system call filter (Unix sockets only, no listening, no new namespaces, no keyrings, BPF or io_uring)"
 # System calls a worker never needs and that reach kernel state a memory cgroup does not account
@@ -156,7 +157,7 @@ def spawn(confinement: Confinement, worker_socket, output, serve) -> int:
     """Fork a sandboxed worker that runs ``serve(report)`` on ``worker_socket``, printing into
     ``output`` (a pipe the judge drains); return its pid (a child of the caller, the zygote)."""
     report = Report()
-    separate = report.attempt("a PID namespace of its own", pid_namespace_for_next_child)
+    separate = report.attempt(PID_NAMESPACE, pid_namespace_for_next_child)
     zygote = os.pidfd_open(os.getpid())
     try:
         worker = os.fork()

@@ -147,8 +147,7 @@ class Zygote:
         request = {**request, "id": next(self.requests)}
         fds: list[int] = []
         try:
-            self.control.settimeout(FORK_TIMEOUT)
-            self.control.sendall(json.dumps(request).encode() + b"\n")
+            self._send(request)
             message, fds, _, _ = socket.recv_fds(self.control, 4096, 4)
             answer = json.loads(message) if message.endswith(b"\n") else {}
             if answer.get("id") != request["id"] or "error" in answer:
@@ -173,14 +172,18 @@ class Zygote:
         """How the zygote's child ``pid`` ended (a wait status), once it has; None if unknown."""
         request = {"id": next(self.requests), "status_of": pid}
         try:
-            self.control.settimeout(FORK_TIMEOUT)
-            self.control.sendall(json.dumps(request).encode() + b"\n")
+            self._send(request)
             answer = json.loads(self.control.recv(4096))
         except (OSError, ValueError):
             self.replace()
             return None
         status = answer.get("status") if answer.get("id") == request["id"] else None
         return status if isinstance(status, int) else None
+
+    def _send(self, request: dict) -> None:
+        """One request, a JSON line; its answer is due within FORK_TIMEOUT."""
+        self.control.settimeout(FORK_TIMEOUT)
+        self.control.sendall(json.dumps(request).encode() + b"\n")
 
     def replace(self) -> None:
         """Stop this zygote; the next fork starts a new one."""
@@ -216,6 +219,7 @@ class WorkerProcess:
         self.zygote, self.pid = None, 0
         self.cgroup: cgroup.WorkerCgroup | None = None
         self.missing: list[str] = []  # what the judge could not set up for its sandbox
+        self.report: dict | None = None  # what its sandbox enforced, from its first words
         self.printed = OutputTail()
         if not confined:
             judge_end, worker_end = socket.socketpair()
@@ -255,6 +259,18 @@ class WorkerProcess:
                 raise OSError("the worker ended before it started")
         self.sock.setblocking(False)
         os.set_blocking(self.output, False)
+
+    def greet(self, timeout: float) -> None:
+        """Read the worker's first words (what its sandbox enforced) and give it its call time-out."""
+        hello = decode_frame(self.receive(60.0))
+        self.report = hello.get("hello") if isinstance(hello, dict) else None
+        if isinstance(self.report, dict):
+            self.report["missing"] = [*self.missing, *self.report.get("missing", [])]
+        self.exchange(encode({"op": "limits", "timeout": timeout}), 60.0)
+
+    def in_own_pid_namespace(self) -> bool:
+        """Do all its processes die with it (PID 1 of a namespace of its own)?"""
+        return isinstance(self.report, dict) and sandbox.PID_NAMESPACE in self.report.get("enforced", [])
 
     def exchange(self, frame: bytes, timeout: float) -> bytes:
         if self.cgroup is not None:
@@ -298,15 +314,15 @@ class WorkerProcess:
         kernel stopped it at its memory ceiling, kind ``memory``; empty when it is still running."""
         if self.cgroup is not None and self.cgroup.oom_killed():
             return {"kind": "memory"}
-        status = None
         if self.proc is not None:
             try:
                 code = self.proc.wait(1.0)
             except subprocess.TimeoutExpired:
                 return {}
             return {"signal": signal.Signals(-code).name} if code < 0 else {"exit_code": code}
-        if self.pidfd is not None and select.select([self.pidfd], [], [], 1.0)[0]:
-            status = self.zygote.status_of(self.pid)
+        if self.pidfd is None or not select.select([self.pidfd], [], [], 1.0)[0]:
+            return {}
+        status = self.zygote.status_of(self.pid)
         if status is None:
             return {}
         if os.WIFSIGNALED(status):
@@ -330,7 +346,7 @@ class WorkerProcess:
             select.select([self.pidfd], [], [], 5.0)
             os.close(self.pidfd)
             self.pidfd = None
-        if self.uid is not None:
+        if self.uid is not None and not self.in_own_pid_namespace():  # back-stop: a scan of /proc, 6 ms
             sandbox.sweep(range(self.uid, self.uid + 1))
         if self.cgroup is not None:  # empty now: its processes are gone
             self.cgroup.remove()
@@ -411,12 +427,8 @@ class Student:
     def _start(self) -> WorkerProcess:
         worker = WorkerProcess(self.root, self.confined)
         self._shared["worker"] = worker
-        hello = decode_frame(worker.receive(60.0))  # the worker's first words: what its sandbox enforced
-        report = hello.get("hello") if isinstance(hello, dict) else None
-        if isinstance(report, dict):
-            report["missing"] = [*worker.missing, *report.get("missing", [])]
-        self._shared["sandbox"] = report
-        worker.exchange(encode({"op": "limits", "timeout": self.timeout}), 60.0)
+        worker.greet(self.timeout)
+        self._shared["sandbox"] = worker.report
         return worker
 
     def request(self, request: dict, wrap: bool = True):
@@ -495,7 +507,7 @@ class Student:
         """Send an encoded request; the worker's answer, undecoded. StudentError when there
         is no answer (time-out, crash, budget used up) or when the call, or the import of its
         module, timed out before: then at once, with the same message."""
-        module = where.split(".")[0]
+        module = module_of(where)
         stopped = self._shared["stopped"]
         if where in stopped or f"{module}.py" in stopped:
             raise stopped.get(where) or stopped[f"{module}.py"]
@@ -553,7 +565,7 @@ class Student:
         except CodecError as exc:  # the channel was tampered with: nothing more from this worker
             self._crashed(where, exc)
         finally:
-            self._shared["spent"][where.split(".")[0]] += time.monotonic() - started
+            self._shared["spent"][module_of(where)] += time.monotonic() - started
         if not isinstance(message, dict) or ("ok" not in message and "error" not in message):
             raise StudentError("bad_value", f"{where}: malformed answer from the worker")
         if "error" in message:
@@ -590,6 +602,11 @@ class Student:
         if worker is not None:
             self._shared["printed"] += worker.printed.total
             worker.close()
+
+
+def module_of(where: str) -> str:
+    """The module a call goes to ("heads" for "heads.MultiHeadAttention.forward")."""
+    return where.split(".")[0]
 
 
 def answer_value(message: dict):
