@@ -7,7 +7,6 @@ alone instead of a traceback.
 
 from __future__ import annotations
 
-import ast
 import math
 
 import torch
@@ -170,20 +169,6 @@ def expect_student_error(call, error_type: str, what: str) -> StudentError:
 
 
 # -- the form of code ---------------------------------------------------------------------------
-
-def find_function(source: str | None, name: str, module: str) -> ast.AST:
-    """The ``def`` (or ``class``) called ``name`` at the top level of ``source``."""
-    if source is None:
-        fail(f"{module}.py is missing")
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        fail(f"{module}.py does not parse: {exc.msg} (line {exc.lineno})")
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
-            return node
-    fail(f"{module}.py defines no top-level `{name}`")
-
 
 def expect_calls(counts: dict[str, int], at_least: int, what: str, form: str) -> None:
     """The form of code, judged by running it: ``counts`` (from :meth:`Callable.counting`) must add

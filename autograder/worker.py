@@ -260,6 +260,7 @@ def structure(module: torch.nn.Module) -> dict:
     return {
         "type": qualified_name(type(module)),
         "children": [[name, qualified_name(type(child))] for name, child in module.named_children()],
+        "submodules": [[name, qualified_name(type(sub))] for name, sub in module.named_modules() if name],
         "parameters": [[name, list(p.shape), qualified_name(type(p))] for name, p in module.named_parameters(recurse=False)],
         "all_parameters": [[name, list(p.shape)] for name, p in module.named_parameters()],
         "buffers": [[name, str(b.dtype).removeprefix("torch."), list(b.shape)] for name, b in module.named_buffers(recurse=False)],

@@ -105,6 +105,10 @@ def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, part, mistake, en
     submission = submission_with(tmp_path, {part: wrong_module(part, mistake)})
     results = grade(submission, tmp_path / "results.json", part=part)
     assert set(entry["fails"]) <= set(failed(results, part)), failed(results, part)
+    # No hidden surprises: hidden checks vary inputs, so what one of them catches a public check catches too.
+    failing = [c for c in results["checks"] if c["part"] == part and not c["passed"]]
+    if any(c["hidden"] for c in failing) and not entry.get("keyed_to_public_inputs"):
+        assert any(not c["hidden"] for c in failing), "only hidden checks catch this mistake"
     row = results["parts"][part]
     assert 0 < row["points"] < row["max_points"], "a single mistake earns partial points"
     if known_mistake(part, mistake):

@@ -93,21 +93,21 @@ def reporter_points(runners: dict[str, dict]) -> tuple[float, float]:
 
 def test_students_make_check_on_stubs_and_on_solutions(student_repo, tmp_path):
     stubs = make(student_repo, "check", "PART=scores")
-    assert stubs.returncode != 0 and "scores            0 / 7" in stubs.stdout
+    assert stubs.returncode != 0 and "scores            0 / 8.5" in stubs.stdout
     done = tmp_path / "done"
     shutil.copytree(student_repo / "attention", done / "attention")
     for module in SOLUTIONS.glob("*.py"):
         shutil.copy(module, done / "attention" / module.name)
     full = make(student_repo, "check", f"SUBMISSION={done / 'attention'}")
     assert full.returncode == 0, full.stdout[-3000:]
-    assert "total          68.5 / 68.5" in full.stdout
+    assert "total          84.5 / 84.5" in full.stdout
 
 
 def test_classroom_step_gives_partial_credit_inside_a_part(student_repo, tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(student_repo, repo, symlinks=True, ignore=shutil.ignore_patterns(".venv"))
     (repo / ".venv").symlink_to(student_repo / ".venv")
-    assert reporter_points(classroom_outputs(repo, tmp_path)) == (0, 68.5)  # the stubs
+    assert reporter_points(classroom_outputs(repo, tmp_path)) == (0, 84.5)  # the stubs
     for module in SOLUTIONS.glob("*.py"):
         shutil.copy(module, repo / "attention" / module.name)
     dropout = repo / "attention" / "dropout.py"
@@ -123,7 +123,7 @@ def test_classroom_step_gives_partial_credit_inside_a_part(student_repo, tmp_pat
     assert 0 < dropout_points < runners["dropout"]["max_score"]
     assert runners["dropout"]["status"] == "fail" and runners["scores"]["status"] == "pass"
     total, maximum = reporter_points(runners)
-    assert maximum == 68.5 and total == maximum - runners["dropout"]["max_score"] + dropout_points
+    assert maximum == 84.5 and total == maximum - runners["dropout"]["max_score"] + dropout_points
 
 
 def test_classroom_workflow_feeds_the_reporter_every_part(dist, tmp_path):

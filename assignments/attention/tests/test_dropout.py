@@ -11,7 +11,7 @@ import math
 import torch
 
 from autograder.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor, fail,
-                               future_positions, random_tensor)
+                               expect_unmodified, future_positions, random_tensor)
 from autograder.codec import GeneratorSpec
 from document_tensors import (DROPOUT_CAUSAL_WEIGHTS, DROPOUT_MASKED_WEIGHTS, DROPOUT_ONES, YOUR_JOURNEY,
                               seed123_v2_weights)
@@ -155,5 +155,59 @@ def test_dropout_generator_reproducible(student):
     if torch.equal(other != 0, first != 0):
         fail("dropout(x, 0.5, generator=...): expected different keep-patterns for generators seeded 7 and 8, "
              "got the same pattern (is the generator passed to the random draw?)")
+
+
+def test_dropout_gradients_flow(student):
+    """Contract: gradients flow back to the input through the kept entries."""
+    x = random_tensor(41, 5, 6, dtype=torch.float64)
+    mask = random_mask(42, 5, 6)
+    upstream = random_tensor(43, 5, 6, dtype=torch.float64)
+    grad = student.dropout.dropout.grad(x, 0.25, keep_mask=mask, upstream=upstream)["inputs"][0]
+    expect_close(grad, upstream * mask / 0.75, "gradient of dropout(x, 0.25, keep_mask=...) with respect to x "
+                 "(None: the graph was cut); expected upstream * keep_mask / (1 - p)", atol=1e-12, rtol=1e-9)
+    grad = student.dropout.dropout.grad(x, 0.25, training=False, upstream=upstream)["inputs"][0]
+    expect_close(grad, upstream, "gradient of dropout(x, 0.25, training=False) with respect to x "
+                 "(None: the graph was cut)", atol=1e-12)
+
+
+def test_dropout_keeps_float64(student):
+    """Contract: the output keeps the input's dtype (float64 in, float64 out)."""
+    x = random_tensor(51, 4, 5, dtype=torch.float64)
+    mask = random_mask(52, 4, 5)
+    calls = {
+        "dropout(x, 0.4, keep_mask=...)": lambda: student.dropout.dropout(x, 0.4, keep_mask=mask),
+        "dropout(x, 0.4, generator=...)": lambda: student.dropout.dropout(x, 0.4, generator=GeneratorSpec(53)),
+        "dropout(x, 1.0)": lambda: student.dropout.dropout(x, 1.0),
+        "dropout(x, 0.0)": lambda: student.dropout.dropout(x, 0.0),
+        "dropout(x, 0.4, training=False)": lambda: student.dropout.dropout(x, 0.4, training=False),
+    }
+    for what, call in calls.items():
+        expect_tensor(call(), f"{what} on float64 input", shape=(4, 5), dtype=torch.float64)
+    expect_close(student.dropout.dropout(x, 0.4, keep_mask=mask), torch.where(mask, x / 0.6, 0.0),
+                 "dropout(x, 0.4, keep_mask=...) on float64 input", atol=1e-12, rtol=1e-12)
+
+
+def test_dropout_leaves_inputs_untouched(student):
+    """Contract: the input tensor is not modified in place."""
+    x = random_tensor(61, 6, 7)
+    mask = random_mask(62, 6, 7)
+    _, after = student.dropout.dropout.with_args(x.clone(), 0.5, mask.clone())
+    expect_unmodified(x, after[0], "dropout(x, 0.5, keep_mask)")
+    expect_unmodified(mask, after[2], "dropout(x, 0.5, keep_mask) (on keep_mask)")
+    _, after = student.dropout.dropout.with_args(x.clone(), 0.5)  # a random mask (a generator cannot be echoed back)
+    expect_unmodified(x, after[0], "dropout(x, 0.5)")
+    _, after = student.dropout.dropout.with_args(x.clone(), 1.0)
+    expect_unmodified(x, after[0], "dropout(x, 1.0)")
+
+
+def test_dropout_statistics_several_p(student):
+    """Contract: without a mask, about a fraction p of entries is dropped and the mean is kept, for several p."""
+    # 200,000 entries: 6 standard deviations is at most +-0.0068 on the kept fraction.
+    for p, generator in ((0.1, GeneratorSpec(71)), (0.5, None), (0.9, GeneratorSpec(73))):
+        x = random_tensor(70, 400, 500)
+        shown = "None" if generator is None else f"Generator().manual_seed({generator.seed})"
+        what = f"dropout(x of shape (400, 500), {p}, generator={shown})"
+        kept = expect_inverted_dropout(student.dropout.dropout(x, p, generator=generator), x, p, what)
+        expect_kept_fraction(kept, p, what, sds=6)
 
 

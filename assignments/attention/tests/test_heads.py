@@ -1,12 +1,13 @@
 """Checks for part ``heads``: multi-head causal self-attention, as stacked heads and as split/merge."""
 
-import ast
-
 import torch
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
 
-from autograder.checks import (expect_document, expect_equal, expect_student_error, expect_tensor, fail,
-                               find_function, random_tensor)
+from autograder.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor,
+                               expect_unmodified, fail, random_tensor)
 from document_tensors import MHA_SEED123, WRAPPER_SEED123, YOUR_JOURNEY
+from trusted import causal_weights, dropped_out
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 BATCH = torch.stack((INPUTS, INPUTS))  # (2, 6, 3), as in 000 In [17] and 003
@@ -69,15 +70,12 @@ def test_wrapper_concatenates_heads_in_order(student):
     expect_document(out[..., :4], WRAPPER_SEED123, f"{what}: the outputs of heads 0 and 1, out[..., :4]")
 
 
-def _names_used(node: ast.AST) -> set[str]:
-    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
-
-
 def test_wrapper_structure(student):
     """Contract: ``heads`` is an nn.ModuleList of ``num_heads`` masking.CausalAttention modules."""
     wrapper = student.heads.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 3)
     what = "MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)"
-    children = wrapper.structure()["children"]
+    info = wrapper.structure()
+    children = info["children"]
     if children != [["heads", MODULE_LIST]]:
         fail(f"{what}: expected exactly one child, heads = nn.ModuleList([...]) ({[['heads', MODULE_LIST]]}), "
              f"got {children}")
@@ -85,9 +83,10 @@ def test_wrapper_structure(student):
     found = list(wrapper.state_dict())
     if sorted(found) != sorted(expected):
         fail(f"{what}: expected the state_dict of three CausalAttention heads {expected}, got {found}")
-    if "CausalAttention" not in _names_used(find_function(student.source("heads"), "MultiHeadAttentionWrapper", "heads")):
-        fail("heads.MultiHeadAttentionWrapper must build its heads with masking.CausalAttention; "
-             "the class never mentions CausalAttention")
+    heads = [kind for name, kind in info["submodules"] if name.count(".") == 1]
+    if heads != ["masking.CausalAttention"] * 3:
+        fail(f"{what}: expected its heads to be masking.CausalAttention modules (the exercise reuses it), "
+             f"got {heads}")
 
 
 def test_mha_matches_document(student):
@@ -130,5 +129,124 @@ def test_mha_rejects_indivisible(student):
                          "MultiHeadAttention(3, d_out=5, 6, 0.0, num_heads=2)")
     expect_student_error(lambda: student.heads.MultiHeadAttention(4, 6, 6, 0.0, 4), "ValueError",
                          "MultiHeadAttention(4, d_out=6, 6, 0.0, num_heads=4)")
+
+
+QKV = ("W_query", "W_key", "W_value")
+
+
+def _mha_state(seed, d_in, d_out, context_length, qkv_bias):
+    """A trusted state_dict for MultiHeadAttention, from a private generator."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(*shape, scale):
+        return torch.randn(shape, generator=gen) * scale
+
+    state = {}
+    for name in QKV:
+        state[f"{name}.weight"] = randn(d_out, d_in, scale=d_in ** -0.5)
+        if qkv_bias:
+            state[f"{name}.bias"] = randn(d_out, scale=0.3)
+    state["out_proj.weight"] = randn(d_out, d_out, scale=d_out ** -0.5)
+    state["out_proj.bias"] = randn(d_out, scale=0.3)
+    state["mask"] = torch.triu(torch.ones(context_length, context_length), diagonal=1)
+    return state
+
+
+def _linear(x, state, name):
+    return F.linear(x, state[f"{name}.weight"], state.get(f"{name}.bias"))
+
+
+def _trusted_mha(x, state, num_heads, dropout=lambda weights: weights):
+    """Causal multi-head attention with the weights of ``state``; ``dropout`` acts on the attention weights."""
+    B, T, _ = x.shape
+    d_out = state["W_query.weight"].shape[0]
+    q, k, v = (_linear(x, state, name).view(B, T, num_heads, d_out // num_heads).transpose(1, 2)
+               for name in QKV)                                             # (B, H, T, head_dim)
+    context = dropout(causal_weights(q, k)) @ v                             # (B, H, T, head_dim)
+    return _linear(context.transpose(1, 2).reshape(B, T, d_out), state, "out_proj")
+
+
+def _loaded_mha(side, state, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
+    mha = side.heads.MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+    mha.load_state_dict(state)
+    return mha
+
+
+@given(seed=st.integers(0, 2**20), position=st.integers(0, 5))
+def test_mha_is_causal(student, seed, position):
+    """Contract: no output position depends on a later input position."""
+    state = _mha_state(seed, 4, 6, 6, False)
+    mha = _loaded_mha(student, state, 4, 6, 6, 0.0, 3, False)
+    x = random_tensor(seed + 1, 2, 6, 4)
+    changed = x.clone()
+    changed[:, position + 1:] = random_tensor(seed + 2, 2, 5 - position, 4)
+    before = mha(x)
+    expect_close(mha(changed)[:, :position + 1], before[:, :position + 1],
+                 f"MultiHeadAttention outputs for tokens 0..{position} after changing only tokens "
+                 f"{position + 1}.. (a query must never see later tokens)", atol=1e-6)
+
+
+def test_mha_shorter_input_than_context(student):
+    """Contract: inputs shorter than context_length use the top-left part of the mask."""
+    state = _mha_state(11, 3, 4, 10, True)
+    mha = _loaded_mha(student, state, 3, 4, 10, 0.0, 2, True)
+    for tokens in (1, 4, 9):
+        x = random_tensor(tokens, 2, tokens, 3)
+        expect_close(mha(x), _trusted_mha(x, state, 2),
+                     f"MultiHeadAttention(3, 4, context_length=10, 0.0, num_heads=2) on {tokens} tokens "
+                     "(cut the mask to mask[:T, :T])", atol=1e-5, rtol=1e-4)
+
+
+@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 6), num_heads=st.integers(1, 4),
+       head_dim=st.integers(1, 4), dtype=st.sampled_from([torch.float32, torch.float64, torch.int64]))
+def test_split_merge_random_round_trip(student, seed, batch, tokens, num_heads, head_dim, dtype):
+    """Contract: merge_heads(split_heads(x, H)) gives back x, for other shapes."""
+    x = (random_tensor(seed, batch, tokens, num_heads * head_dim, dtype=torch.float64) * 10).to(dtype)
+    split = x.view(batch, tokens, num_heads, head_dim).transpose(1, 2)  # trusted, non-contiguous
+    result, (after, _) = student.heads.split_heads.with_args(x.clone(), num_heads)
+    expect_equal(result, split, f"split_heads(x, {num_heads}) with x of shape {tuple(x.shape)} and dtype {dtype}")
+    expect_unmodified(x, after, "split_heads")
+    result, (after,) = student.heads.merge_heads.with_args(split)
+    expect_equal(result, x, f"merge_heads(x) with x = (output of a transpose) of shape {tuple(split.shape)} "
+                            f"and dtype {dtype}")
+    expect_unmodified(split.contiguous(), after, "merge_heads")
+
+
+def test_mha_gradients_reach_all_parameters(student):
+    """Contract: gradients reach every parameter of MultiHeadAttention."""
+    state = _mha_state(5, 3, 4, 6, True)
+    mha = _loaded_mha(student, state, 3, 4, 6, 0.0, 2, True)
+    x = random_tensor(6, 2, 5, 3)
+    upstream = random_tensor(7, 2, 5, 4)
+    params = {name: value.clone().requires_grad_(True) for name, value in state.items() if name != "mask"}
+    x_leaf = x.clone().requires_grad_(True)
+    _trusted_mha(x_leaf, {**params, "mask": state["mask"]}, 2).backward(upstream)
+    answer = mha.grad(x, upstream=upstream)
+    expect_close(answer["inputs"][0], x_leaf.grad,
+                 "gradient of MultiHeadAttention's output with respect to its input (None: the graph was cut)",
+                 atol=1e-5, rtol=1e-4)
+    for name, param in params.items():
+        if name not in answer["parameters"]:
+            fail(f"expected a parameter {name} in MultiHeadAttention, found {sorted(answer['parameters'])}")
+        expect_close(answer["parameters"][name], param.grad,
+                     f"gradient of MultiHeadAttention's output with respect to {name} (None: it took no part)",
+                     atol=1e-5, rtol=1e-4)
+
+
+def test_mha_dropout_only_in_training(student):
+    """Contract: dropout acts in training mode only, on the attention weights after the softmax; in eval mode
+    the output is deterministic."""
+    state = _mha_state(8, 3, 4, 6, False)
+    x = random_tensor(9, 2, 6, 3)
+    mha = _loaded_mha(student.seeded(10), state, 3, 4, 6, 0.5, 2, False)
+    what = "MultiHeadAttention(3, 4, 6, dropout=0.5, num_heads=2)"
+    mha.eval()
+    first = mha(x)
+    expect_close(first, _trusted_mha(x, state, 2), f"{what} in eval mode (dropout must be off)", atol=1e-5, rtol=1e-4)
+    expect_close(mha(x), first, f"{what} in eval mode, called twice", atol=0.0)
+    mha.train()
+    expect_close(mha(x), _trusted_mha(x, state, 2, dropout=lambda weights: dropped_out(weights, 0.5, seed=10)),
+                 f"{what} in training mode, called right after manual_seed(10) (the attention weights, after the "
+                 "softmax, through the module's nn.Dropout: its first random draw)", atol=1e-5, rtol=1e-4)
 
 

@@ -3,17 +3,20 @@
 import math
 
 import torch
+import torch.nn.functional as F
 
-from autograder.checks import (expect_close, expect_document, expect_equal, expect_mask, expect_tensor,
-                               expect_unmodified, fail, future_positions, random_tensor)
+from autograder.checks import (expect_close, expect_document, expect_equal, expect_finite, expect_mask,
+                               expect_tensor, expect_unmodified, fail, future_positions, random_tensor)
 from document_tensors import (CAUSAL_ATTENTION_SEED123, CAUSAL_MASK7, CAUSAL_WEIGHTS, MASK6_INT, MASKED_SCORES,
                               MASKED_SOFTMAXED_WEIGHTS, MINUS_1E10_MASKED, SIMPLE_MASK6_INT, TRICK_AVERAGES, TRICK_B,
                               TRIL3, UNIFORM_CAUSAL_WEIGHTS8, V2_AFTER_V1_WEIGHTS, XBOW_CHANNEL1, XBOW_FIRST,
                               YOUR_JOURNEY, seed42_trick_input, seed123_v2_weights)
+from trusted import causal_weights, dropped_out
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 LINEAR = "torch.nn.modules.linear.Linear"
 DROPOUT = "torch.nn.modules.dropout.Dropout"
+QKV = ("W_query", "W_key", "W_value")
 
 
 # -- causal_mask ---------------------------------------------------------------------------------
@@ -165,5 +168,150 @@ def test_causal_attention_shorter_input(student):
     expect_close(attention(batch[:, :4]), CAUSAL_ATTENTION_SEED123.tensor[:, :4],
                  "CausalAttention(3, 2, 10, 0.0)(batch[:, :4]) with 4 tokens", atol=CAUSAL_ATTENTION_SEED123.atol,
                  source=f"{CAUSAL_ATTENTION_SEED123.provenance}, first 4 rows")
+
+
+def set_projections(attention, seed, d_in, d_out, bias):
+    """Load judge-chosen projections into the student's module; return them as {layer: (weight, bias)}."""
+    state = attention.state_dict()
+    chosen = {}
+    for index, layer in enumerate(QKV):
+        weight = random_tensor(seed + index, d_out, d_in, scale=0.7)
+        offset = random_tensor(seed + 10 + index, d_out, scale=0.3) if bias else None
+        chosen[layer] = (weight, offset)
+        for kind, value in (("weight", weight), ("bias", offset)):
+            if value is None:
+                continue
+            key = f"{layer}.{kind}"
+            if key not in state:
+                fail(f"CausalAttention: expected `{key}` in state_dict(), got keys {sorted(state)}")
+            state[key] = value
+    attention.load_state_dict(state)
+    return chosen
+
+
+def test_causal_attention_is_causal(student):
+    """Changing the tokens after position t leaves the outputs at positions 0..t unchanged."""
+    attention = student.seeded(5).masking.CausalAttention(4, 3, 8, 0.0)
+    x = random_tensor(21, 2, 7, 4)
+    what = "CausalAttention(4, 3, 8, 0.0) on shape (2, 7, 4)"
+    base = expect_finite(expect_tensor(attention(x), what, shape=(2, 7, 3)), what)
+    for t in (0, 2, 5):
+        changed = x.clone()
+        changed[:, t + 1:] = random_tensor(22 + t, 2, 6 - t, 4, scale=3.0)
+        expect_close(attention(changed)[:, :t + 1], base[:, :t + 1],
+                     f"CausalAttention outputs 0..{t} after changing tokens {t + 1}..6 (they must not look ahead)",
+                     atol=1e-6, rtol=1e-6)
+
+
+def test_causal_weights_are_causal(student):
+    """Rows sum to 1, entries above the diagonal are exactly 0, and scores or tokens from the future change
+    nothing in earlier rows."""
+    x = random_tensor(31, 7, 4)
+    what = "causal_attention_weights(x @ x.T, 4)"
+    weights = expect_finite(expect_tensor(student.masking.causal_attention_weights(x @ x.T, 4), what, shape=(7, 7)),
+                            what)
+    expect_close(weights.sum(-1), torch.ones(7), "row sums of causal_attention_weights", atol=1e-5)
+    expect_close(weights[future_positions(7)], torch.zeros(int(future_positions(7).sum())),
+                 "causal_attention_weights above the diagonal", atol=0.0)
+    scrambled = torch.where(future_positions(7), random_tensor(32, 7, 7, scale=50.0), x @ x.T)
+    expect_close(student.masking.causal_attention_weights(scrambled, 4), weights,
+                 "causal_attention_weights after changing only the scores above the diagonal", atol=1e-6)
+    for t in (0, 3):
+        changed = x.clone()
+        changed[t + 1:] = random_tensor(33 + t, 6 - t, 4, scale=3.0)
+        expect_close(student.masking.causal_attention_weights(changed @ changed.T, 4)[:t + 1], weights[:t + 1],
+                     f"causal_attention_weights rows 0..{t} after changing tokens {t + 1}..6", atol=1e-6)
+
+
+def test_causal_average_batched(student):
+    """Running means over the token dimension for inputs with one and two batch dimensions."""
+    for shape in ((3, 6, 4), (2, 3, 5, 2), (1, 1, 3)):
+        x = random_tensor(41, *shape)
+        counts = torch.arange(1, shape[-2] + 1, dtype=x.dtype).unsqueeze(-1)
+        expect_close(student.masking.causal_average(x), x.cumsum(-2) / counts,
+                     f"causal_average on shape {shape} (mean of tokens 0..t)", atol=1e-5, rtol=1e-5)
+
+
+def test_functions_keep_float64(student):
+    """Contract: the functions keep the input's dtype (float64 in, float64 out)."""
+    scores = random_tensor(51, 2, 5, 5, dtype=torch.float64)
+    masked = expect_tensor(student.masking.mask_future(scores), "mask_future on float64 scores", dtype=torch.float64)
+    expect_close(masked, scores.masked_fill(future_positions(5), -math.inf), "mask_future on float64 scores", atol=0.0)
+    weights = expect_tensor(student.masking.causal_attention_weights(scores, 3),
+                            "causal_attention_weights on float64 scores", dtype=torch.float64)
+    expect_close(weights, torch.softmax(scores.masked_fill(future_positions(5), -math.inf) / math.sqrt(3), dim=-1),
+                 "causal_attention_weights on float64 scores", atol=1e-12)
+    x = random_tensor(52, 2, 5, 3, dtype=torch.float64)
+    average = expect_tensor(student.masking.causal_average(x), "causal_average on float64 input", dtype=torch.float64)
+    expect_close(average, x.cumsum(-2) / torch.arange(1, 6, dtype=torch.float64).unsqueeze(-1),
+                 "causal_average on float64 input", atol=1e-12)
+
+
+def test_gradients_flow(student):
+    """Gradients reach the scores, the input and the three projections."""
+    cut = " (None: the graph was cut)"
+    scores = random_tensor(61, 5, 5, dtype=torch.float64)
+    upstream = random_tensor(62, 5, 5, dtype=torch.float64)
+    grad = student.masking.mask_future.grad(scores, upstream=upstream)["inputs"][0]
+    expect_close(grad, upstream.masked_fill(future_positions(5), 0.0), "gradient of mask_future with respect to the scores" + cut,
+                 atol=1e-12)
+    trusted = scores.clone().requires_grad_(True)
+    torch.softmax(trusted.masked_fill(future_positions(5), -math.inf) / math.sqrt(2), dim=-1).backward(upstream)
+    grad = student.masking.causal_attention_weights.grad(scores, 2, upstream=upstream)["inputs"][0]
+    expect_close(grad, trusted.grad, "gradient of causal_attention_weights with respect to the scores" + cut, atol=1e-9)
+    x = random_tensor(63, 5, 3, dtype=torch.float64)
+    upstream = random_tensor(64, 5, 3, dtype=torch.float64)
+    averaging = torch.tril(torch.ones(5, 5, dtype=torch.float64))
+    averaging = averaging / averaging.sum(-1, keepdim=True)
+    grad = student.masking.causal_average.grad(x, upstream=upstream)["inputs"][0]
+    expect_close(grad, averaging.T @ upstream, "gradient of causal_average with respect to its input" + cut, atol=1e-9)
+
+    attention = student.masking.CausalAttention(4, 3, 6, 0.0, True)
+    chosen = set_projections(attention, 65, 4, 3, True)
+    leaves = {layer: [t.clone().requires_grad_(True) for t in pair] for layer, pair in chosen.items()}
+    x = random_tensor(68, 2, 6, 4).requires_grad_(True)
+    upstream = random_tensor(69, 2, 6, 3)
+    q, k, v = (F.linear(x, *leaves[layer]) for layer in QKV)
+    (causal_weights(q, k) @ v).backward(upstream)
+    got = attention.grad(x.detach(), upstream=upstream)
+    expect_close(got["inputs"][0], x.grad, "gradient of CausalAttention with respect to its input" + cut,
+                 atol=1e-5, rtol=1e-4)
+    for layer, (weight, offset) in leaves.items():
+        for name, leaf in ((f"{layer}.weight", weight), (f"{layer}.bias", offset)):
+            if name not in got["parameters"]:
+                fail(f"CausalAttention: expected a parameter `{name}`, got {sorted(got['parameters'])}")
+            expect_close(got["parameters"][name], leaf.grad, f"gradient of CausalAttention's {name}" + cut,
+                         atol=1e-5, rtol=1e-4)
+
+
+def test_causal_attention_dropout_only_in_training(student):
+    """Contract: with dropout 0.5, in eval mode the output is the dropout-free one, every call alike; in
+    training mode the attention weights, after the softmax, go through the module's nn.Dropout."""
+    call = "CausalAttention(4, 3, 6, 0.5)"
+    attention = student.seeded(8).masking.CausalAttention(4, 3, 6, 0.5)
+    chosen = set_projections(attention, 70, 4, 3, False)
+    x = random_tensor(71, 2, 6, 4)
+    q, k, v = (F.linear(x, *chosen[layer]) for layer in QKV)
+    weights = causal_weights(q, k)                                           # (2, 6, 6)
+    attention.eval()
+    first = attention(x)
+    expect_close(first, weights @ v, f"{call} in eval mode (dropout must be off)", atol=1e-5, rtol=1e-5)
+    expect_close(attention(x), first, f"{call} in eval mode, called twice", atol=0.0)
+    attention.train()
+    expect_close(attention(x), dropped_out(weights, 0.5, seed=8) @ v,
+                 f"{call} in training mode, called right after manual_seed(8) (the attention weights, after the "
+                 "softmax, through the module's nn.Dropout: its first random draw)", atol=1e-5, rtol=1e-5)
+
+
+def test_functions_leave_inputs_untouched(student):
+    """Contract: no input tensor is modified in place."""
+    scores = random_tensor(81, 2, 5, 5)
+    _, (after, _) = student.masking.causal_attention_weights.with_args(scores.clone(), 3)
+    expect_unmodified(scores, after, "causal_attention_weights")
+    _, (after, _) = student.masking.mask_future.with_args(scores.clone(), -1e10)
+    expect_unmodified(scores, after, "mask_future")
+    x = random_tensor(82, 2, 5, 3)
+    _, (after,) = student.masking.causal_average.with_args(x.clone())
+    expect_unmodified(x, after, "causal_average")
 
 

@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from autograder.checks import expect_close, expect_document, expect_tensor, fail, load_weights, random_tensor
+from autograder.checks import (expect_close, expect_document, expect_gradient, expect_tensor, expect_unmodified, fail,
+                               load_weights, random_tensor)
 from document_tensors import (
     IN9_SCORES, IN10_WEIGHTS, SEED123_QUERY2, SEED123_QUERY2_CONTEXT, SEED123_QUERY2_SCORES, SEED123_QUERY2_WEIGHTS,
     V1_SEED123, V2_AFTER_V1_SEED123, V2_AFTER_V1_WEIGHTS, V2_SEED789, WEI0_SEED42, YOUR_JOURNEY,
@@ -193,5 +194,70 @@ def expect_batched_forward(module, what):
         single = expect_tensor(module(x[b]), f"{what} on x[{b}] of shape (5, 4)", shape=(5, 3))
         expect_close(batched[b], single, f"{what}: sample {b} of the batched output vs the unbatched output",
                      atol=1e-5, rtol=1e-5)
+
+
+def test_functions_keep_float64(student):
+    """Contract: the functions keep the input's dtype (float64 in, float64 out)."""
+    x = random_tensor(41, 2, 5, 3, dtype=torch.float64)
+    W = [random_tensor(42 + i, 3, 4, dtype=torch.float64) for i in range(3)]
+    got = unpack_qkv(student.projections.project_qkv(x, *W), "project_qkv on float64 inputs", (2, 5, 4))
+    for g, W_i, name in zip(got, W, ("queries", "keys", "values")):
+        expect_tensor(g, f"project_qkv {name} on float64 inputs", dtype=torch.float64)
+        expect_close(g, x @ W_i, f"project_qkv {name} on float64 inputs", atol=1e-12, rtol=1e-12)
+    queries, keys = random_tensor(45, 2, 3, 4, dtype=torch.float64), random_tensor(46, 2, 5, 4, dtype=torch.float64)
+    weights = expect_tensor(student.projections.scaled_attention_weights(queries, keys),
+                            "scaled_attention_weights on float64 inputs", dtype=torch.float64)
+    expected = torch.softmax(queries @ keys.transpose(-2, -1) / 2.0, dim=-1)
+    expect_close(weights, expected, "scaled_attention_weights on float64 inputs", atol=1e-12, rtol=1e-12)
+
+
+def test_gradients_reach_projections(student):
+    """Contract: gradients reach the inputs and every projection weight."""
+    x = random_tensor(51, 2, 4, 3)
+    upstream = random_tensor(52, 2, 4, 5)
+    W = [random_tensor(53 + i, 3, 5).requires_grad_(True) for i in range(3)]
+    b = [random_tensor(56 + i, 5).requires_grad_(True) for i in range(3)]
+    # V1 and V2 (with bias), against trusted autograd of the same formula
+    attention(x, *W).backward(upstream)
+    v1 = student.projections.SelfAttention_v1(3, 5)
+    load_weights(v1, {name: w.detach() for name, w in zip(NAMES, W)}, "SelfAttention_v1(3, 5)")
+    grads = v1.grad(x, upstream=upstream)["parameters"]
+    for name, w in zip(NAMES, W):
+        expect_gradient(grads.get(name), w.grad, f"gradient of SelfAttention_v1 with respect to {name}")
+    for t in W:
+        t.grad = None
+    attention(x, *W, *b).backward(upstream)
+    v2 = student.projections.SelfAttention_v2(3, 5, qkv_bias=True)
+    state = {f"{name}.weight": w.detach().T.contiguous() for name, w in zip(NAMES, W)}
+    state.update({f"{name}.bias": t.detach() for name, t in zip(NAMES, b)})
+    load_weights(v2, state, "SelfAttention_v2(3, 5, qkv_bias=True)")
+    grads = v2.grad(x, upstream=upstream)["parameters"]
+    for name, w, t in zip(NAMES, W, b):
+        what = "gradient of SelfAttention_v2 with respect to"
+        expect_gradient(grads.get(f"{name}.weight"), w.grad.T, f"{what} {name}.weight")
+        expect_gradient(grads.get(f"{name}.bias"), t.grad, f"{what} {name}.bias")
+    # scaled_attention_weights, in float64
+    queries = random_tensor(61, 3, 4, dtype=torch.float64).requires_grad_(True)
+    keys = random_tensor(62, 5, 4, dtype=torch.float64).requires_grad_(True)
+    up = random_tensor(63, 3, 5, dtype=torch.float64)
+    torch.softmax(queries @ keys.T / 2.0, dim=-1).backward(up)
+    got = student.projections.scaled_attention_weights.grad(queries.detach(), keys.detach(), upstream=up)["inputs"]
+    expect_gradient(got[0], queries.grad, "gradient of scaled_attention_weights with respect to queries",
+                    atol=1e-9, rtol=1e-9)
+    expect_gradient(got[1], keys.grad, "gradient of scaled_attention_weights with respect to keys",
+                    atol=1e-9, rtol=1e-9)
+
+
+def test_functions_leave_inputs_untouched(student):
+    """Contract: no input tensor is modified in place."""
+    x = random_tensor(71, 5, 3)
+    W = [random_tensor(72 + i, 3, 2) for i in range(3)]
+    _, after = student.projections.project_qkv.with_args(x.clone(), *(w.clone() for w in W))
+    for original, back, name in zip((x, *W), after, ("x", *NAMES)):
+        expect_unmodified(original, back, f"project_qkv (argument {name})")
+    queries, keys = random_tensor(75, 4, 2), random_tensor(76, 5, 2)
+    _, (after_q, after_k) = student.projections.scaled_attention_weights.with_args(queries.clone(), keys.clone())
+    expect_unmodified(queries, after_q, "scaled_attention_weights (argument queries)")
+    expect_unmodified(keys, after_k, "scaled_attention_weights (argument keys)")
 
 

@@ -2,7 +2,8 @@
 
 import torch
 
-from autograder.checks import expect_calls, expect_close, expect_document, random_tensor
+from autograder.checks import (expect_calls, expect_close, expect_document, expect_gradient, expect_tensor,
+                               expect_unmodified, random_tensor)
 from document_tensors import ALL_SCORES, BATCHED_A, BATCHED_AAT, QUERY2_SCORES, YOUR_JOURNEY
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
@@ -51,5 +52,35 @@ def test_loop_and_matrix_scores_agree(student):
     loop = student.scores.attention_scores_loop(embedded)
     expect_close(student.scores.attention_scores(embedded), loop, "attention_scores vs attention_scores_loop",
                  atol=1e-4, rtol=1e-5)
+
+
+def test_scores_keep_float64(student):
+    """Contract: the score functions keep the input's dtype (float64 in, float64 out)."""
+    x = random_tensor(1, 5, 4, dtype=torch.float64)
+    for name in ("attention_scores_loop", "attention_scores"):
+        expect_tensor(getattr(student.scores, name)(x), f"{name} on float64 input", dtype=torch.float64)
+    expect_tensor(student.scores.attention_scores_for_query(x, x[0]), "attention_scores_for_query on float64 input",
+                  dtype=torch.float64)
+
+
+def test_scores_gradients_flow(student):
+    """Contract: gradients flow back to the inputs through the score functions."""
+    x = random_tensor(2, 4, 3, dtype=torch.float64)
+    upstream = random_tensor(3, 4, 4, dtype=torch.float64)
+    expected = (upstream + upstream.T) @ x  # d/dx of sum(upstream * x x^T)
+    for name in ("attention_scores_loop", "attention_scores"):
+        grad = getattr(student.scores, name).grad(x, upstream=upstream)["inputs"][0]
+        expect_gradient(grad, expected, f"gradient of {name} with respect to its input", atol=1e-9, rtol=1e-9)
+
+
+def test_scores_leave_inputs_untouched(student):
+    """Contract: no input tensor is modified in place."""
+    x = random_tensor(4, 5, 3)
+    for name in ("attention_scores_loop", "attention_scores"):
+        _, (after,) = getattr(student.scores, name).with_args(x.clone())
+        expect_unmodified(x, after, name)
+    _, (after_x, after_q) = student.scores.attention_scores_for_query.with_args(x.clone(), x[2].clone())
+    expect_unmodified(x, after_x, "attention_scores_for_query")
+    expect_unmodified(x[2], after_q, "attention_scores_for_query")
 
 

@@ -4,9 +4,10 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 from autograder.checks import (expect_calls, expect_close, expect_document, expect_tensor, expect_zero_at, fail,
-                               random_tensor)
+                               expect_unmodified, random_tensor)
 from document_tensors import (D001, ALL_CONTEXTS, ALL_WEIGHTS, HELLO_SHINY_SUN, MINUS_1E10_MASKED, QUERY2_CONTEXT,
                               QUERY2_NAIVE_WEIGHTS, QUERY2_WEIGHTS, SHINY_CONTEXT, UNIFORM_CAUSAL_WEIGHTS8,
                               YOUR_JOURNEY)
@@ -134,5 +135,91 @@ def test_softmax_uses_no_library_softmax(student):
     """Contract: softmax is built from exp and sum; PyTorch's softmaxes raise while this part runs."""
     expect_close(student.softmax.softmax(ALL_EXACT_SCORES, dim=-1), torch.softmax(ALL_EXACT_SCORES, dim=-1),
                  "softmax(inputs @ inputs.T, dim=-1) with PyTorch's softmax unavailable")
+
+
+def test_softmax_keeps_float64(student):
+    """Contract: softmax keeps the input's dtype (float64 in, float64 out)."""
+    scores = random_tensor(21, 3, 5, dtype=torch.float64, scale=4.0)
+    for name in ("softmax", "normalize_sum"):
+        result = getattr(student.softmax, name)(scores.abs() + 0.5, dim=-1)
+        expect_tensor(result, f"{name} on float64 input", dtype=torch.float64)
+    expect_close(student.softmax.softmax(scores, dim=0), torch.softmax(scores, dim=0),
+                 "softmax(float64 scores, dim=0)", atol=1e-12, source="torch.softmax in float64")
+    inputs = random_tensor(22, 5, 3, dtype=torch.float64)
+    weights = torch.softmax(scores, dim=-1)
+    context = expect_tensor(student.softmax.context_vector(inputs, weights[0]), "context_vector on float64 input",
+                            dtype=torch.float64)
+    expect_close(context, weights[0] @ inputs, "context_vector on float64 input", atol=1e-12)
+    contexts = expect_tensor(student.softmax.context_vectors(inputs[:3], weights[:, :3]),
+                             "context_vectors on float64 input", dtype=torch.float64)
+    expect_close(contexts, weights[:, :3] @ inputs[:3], "context_vectors on float64 input", atol=1e-12)
+
+
+def test_softmax_gradients_match_torch(student):
+    """Contract: gradients through softmax equal those through PyTorch's softmax."""
+    scores = random_tensor(31, 4, 5, dtype=torch.float64, scale=2.0)
+    upstream = random_tensor(32, 4, 5, dtype=torch.float64)
+    for dim in (0, -1):
+        leaf = scores.clone().requires_grad_(True)
+        torch.softmax(leaf, dim=dim).backward(upstream)
+        grad = student.softmax.softmax.grad(scores, upstream=upstream, dim=dim)["inputs"][0]
+        if grad is None:
+            fail(f"gradient of softmax(scores, dim={dim}): expected a tensor, got None (is the graph cut?)")
+        expect_close(grad, leaf.grad, f"gradient of softmax(scores, dim={dim}) with respect to scores",
+                     atol=1e-10, rtol=1e-8, source="autograd of torch.softmax")
+
+
+def test_context_gradients_flow(student):
+    """Contract: gradients flow back to both inputs and weights of the context functions."""
+    inputs = random_tensor(41, 5, 3, dtype=torch.float64)
+    weights = torch.softmax(random_tensor(42, 5, dtype=torch.float64), dim=0)
+    upstream = random_tensor(43, 3, dtype=torch.float64)
+    grads = student.softmax.context_vector.grad(inputs, weights, upstream=upstream)["inputs"]
+    expected = (torch.outer(weights, upstream), inputs @ upstream)  # d/d inputs, d/d weights of sum(u * w @ x)
+    for name, grad, want in zip(("inputs", "weights"), grads, expected):
+        if grad is None:
+            fail(f"gradient of context_vector with respect to {name}: expected a tensor, got None "
+                 "(accumulate out of place: acc = acc + ...)")
+        expect_close(grad, want, f"gradient of context_vector with respect to {name}", atol=1e-10, rtol=1e-8)
+    all_weights = torch.softmax(random_tensor(44, 5, 5, dtype=torch.float64), dim=-1)
+    all_upstream = random_tensor(45, 5, 3, dtype=torch.float64)
+    grads = student.softmax.context_vectors.grad(inputs, all_weights, upstream=all_upstream)["inputs"]
+    expected = (all_weights.T @ all_upstream, all_upstream @ inputs.T)
+    for name, grad, want in zip(("inputs", "weights"), grads, expected):
+        if grad is None:
+            fail(f"gradient of context_vectors with respect to {name}: expected a tensor, got None")
+        expect_close(grad, want, f"gradient of context_vectors with respect to {name}", atol=1e-10, rtol=1e-8)
+
+
+def test_softmax_leaves_inputs_untouched(student):
+    """Contract: no input tensor is modified in place."""
+    scores = random_tensor(51, 4, 6)
+    for name in ("softmax", "normalize_sum"):
+        _, (after,) = getattr(student.softmax, name).with_args(scores.clone())
+        expect_unmodified(scores, after, name)
+    inputs = random_tensor(52, 6, 3)
+    weights = torch.softmax(scores, dim=-1)
+    _, (after_x, after_w) = student.softmax.context_vector.with_args(inputs.clone(), weights[0].clone())
+    expect_unmodified(inputs, after_x, "context_vector")
+    expect_unmodified(weights[0], after_w, "context_vector")
+    square = torch.softmax(random_tensor(53, 6, 6), dim=-1)
+    _, (after_x, after_w) = student.softmax.context_vectors.with_args(inputs.clone(), square.clone())
+    expect_unmodified(inputs, after_x, "context_vectors")
+    expect_unmodified(square, after_w, "context_vectors")
+
+
+@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 7), dim=st.integers(1, 5),
+       batch=st.lists(st.integers(1, 3), max_size=2))
+def test_context_vectors_batched(student, seed, tokens, dim, batch):
+    """Contract: context_vectors works on batched weights and inputs."""
+    inputs = random_tensor(seed, *batch, tokens, dim)
+    weights = torch.softmax(random_tensor(seed + 1, *batch, tokens, tokens, scale=2.0), dim=-1)
+    expect_close(student.softmax.context_vectors(inputs, weights), weights @ inputs,
+                 f"context_vectors on inputs {tuple(inputs.shape)} and weights {tuple(weights.shape)}",
+                 atol=1e-5, rtol=1e-5, source="weights @ inputs")
+    single_x, single_w = inputs.reshape(-1, tokens, dim)[0], weights.reshape(-1, tokens, tokens)[0, 0]
+    expect_close(student.softmax.context_vector(single_x, single_w), single_w @ single_x,
+                 f"context_vector on inputs {tuple(single_x.shape)}", atol=1e-5, rtol=1e-5,
+                 source="weights @ inputs")
 
 

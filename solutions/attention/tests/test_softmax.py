@@ -4,9 +4,10 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, strategies as st
 
 from autograder.checks import (expect_calls, expect_close, expect_document, expect_tensor, expect_zero_at, fail,
-                               random_tensor)
+                               expect_unmodified, random_tensor)
 from document_tensors import (D001, ALL_CONTEXTS, ALL_WEIGHTS, HELLO_SHINY_SUN, MINUS_1E10_MASKED, QUERY2_CONTEXT,
                               QUERY2_NAIVE_WEIGHTS, QUERY2_WEIGHTS, SHINY_CONTEXT, UNIFORM_CAUSAL_WEIGHTS8,
                               YOUR_JOURNEY)
@@ -136,50 +137,6 @@ def test_softmax_uses_no_library_softmax(student):
                  "softmax(inputs @ inputs.T, dim=-1) with PyTorch's softmax unavailable")
 
 
-### BEGIN HIDDEN TESTS
-from hypothesis import given, strategies as st
-
-from autograder.checks import expect_unmodified
-
-
-def _pick_dim(ndim, choice, negative):
-    return choice % ndim - (ndim if negative else 0)
-
-
-@given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
-       choice=st.integers(0, 2), negative=st.booleans())
-def test_softmax_random_shapes_any_dim(student, reference, seed, shape, choice, negative):
-    """Contract: softmax is right for other shapes, along any dim (negative ones too)."""
-    dim = _pick_dim(len(shape), choice, negative)
-    scores = random_tensor(seed, *shape, scale=3.0)
-    what = f"softmax on shape {tuple(shape)} with dim={dim}"
-    expect_close(student.softmax.softmax(scores, dim=dim), reference.softmax.softmax(scores, dim=dim), what,
-                 atol=1e-6, rtol=1e-5)
-
-
-@given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(2, 6), min_size=1, max_size=3),
-       choice=st.integers(0, 2), negative=st.booleans())
-def test_softmax_large_scores(student, reference, seed, shape, choice, negative):
-    """Contract: softmax stays finite and right for large scores."""
-    dim = _pick_dim(len(shape), choice, negative)
-    scores = random_tensor(seed, *shape, scale=50.0)
-    what = f"softmax of large scores (std 50) on shape {tuple(shape)} with dim={dim}"
-    weights = expect_tensor(student.softmax.softmax(scores, dim=dim), what, shape=tuple(shape))
-    if not bool(torch.isfinite(weights).all()):
-        fail(f"{what}: expected finite weights, got NaN or inf (subtract the maximum along dim before exp)")
-    expect_close(weights, reference.softmax.softmax(scores, dim=dim), what, atol=1e-5, rtol=1e-4)
-
-
-@given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
-       choice=st.integers(0, 2), negative=st.booleans())
-def test_normalize_sum_random_shapes(student, reference, seed, shape, choice, negative):
-    """Contract: normalize_sum is right for other shapes and dims."""
-    dim = _pick_dim(len(shape), choice, negative)
-    scores = random_tensor(seed, *shape).abs() + 0.5  # sums far from 0
-    expect_close(student.softmax.normalize_sum(scores, dim=dim), reference.softmax.normalize_sum(scores, dim=dim),
-                 f"normalize_sum on shape {tuple(shape)} with dim={dim}", atol=1e-6, rtol=1e-5)
-
-
 def test_softmax_keeps_float64(student):
     """Contract: softmax keeps the input's dtype (float64 in, float64 out)."""
     scores = random_tensor(21, 3, 5, dtype=torch.float64, scale=4.0)
@@ -264,4 +221,47 @@ def test_context_vectors_batched(student, seed, tokens, dim, batch):
     expect_close(student.softmax.context_vector(single_x, single_w), single_w @ single_x,
                  f"context_vector on inputs {tuple(single_x.shape)}", atol=1e-5, rtol=1e-5,
                  source="weights @ inputs")
+
+
+### BEGIN HIDDEN TESTS
+
+
+def _pick_dim(ndim, choice, negative):
+    return choice % ndim - (ndim if negative else 0)
+
+
+@given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+       choice=st.integers(0, 2), negative=st.booleans())
+def test_softmax_random_shapes_any_dim(student, reference, seed, shape, choice, negative):
+    """Contract: softmax is right for other shapes, along any dim (negative ones too)."""
+    dim = _pick_dim(len(shape), choice, negative)
+    scores = random_tensor(seed, *shape, scale=3.0)
+    what = f"softmax on shape {tuple(shape)} with dim={dim}"
+    expect_close(student.softmax.softmax(scores, dim=dim), reference.softmax.softmax(scores, dim=dim), what,
+                 atol=1e-6, rtol=1e-5)
+
+
+@given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(2, 6), min_size=1, max_size=3),
+       choice=st.integers(0, 2), negative=st.booleans())
+def test_softmax_large_scores(student, reference, seed, shape, choice, negative):
+    """Contract: softmax stays finite and right for large scores."""
+    dim = _pick_dim(len(shape), choice, negative)
+    scores = random_tensor(seed, *shape, scale=50.0)
+    what = f"softmax of large scores (std 50) on shape {tuple(shape)} with dim={dim}"
+    weights = expect_tensor(student.softmax.softmax(scores, dim=dim), what, shape=tuple(shape))
+    if not bool(torch.isfinite(weights).all()):
+        fail(f"{what}: expected finite weights, got NaN or inf (subtract the maximum along dim before exp)")
+    expect_close(weights, reference.softmax.softmax(scores, dim=dim), what, atol=1e-5, rtol=1e-4)
+
+
+@given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+       choice=st.integers(0, 2), negative=st.booleans())
+def test_normalize_sum_random_shapes(student, reference, seed, shape, choice, negative):
+    """Contract: normalize_sum is right for other shapes and dims."""
+    dim = _pick_dim(len(shape), choice, negative)
+    scores = random_tensor(seed, *shape).abs() + 0.5  # sums far from 0
+    expect_close(student.softmax.normalize_sum(scores, dim=dim), reference.softmax.normalize_sum(scores, dim=dim),
+                 f"normalize_sum on shape {tuple(shape)} with dim={dim}", atol=1e-6, rtol=1e-5)
+
+
 ### END HIDDEN TESTS

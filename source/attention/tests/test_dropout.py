@@ -11,7 +11,7 @@ import math
 import torch
 
 from autograder.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor, fail,
-                               future_positions, random_tensor)
+                               expect_unmodified, future_positions, random_tensor)
 from autograder.codec import GeneratorSpec
 from document_tensors import (DROPOUT_CAUSAL_WEIGHTS, DROPOUT_MASKED_WEIGHTS, DROPOUT_ONES, YOUR_JOURNEY,
                               seed123_v2_weights)
@@ -157,23 +157,6 @@ def test_dropout_generator_reproducible(student):
              "got the same pattern (is the generator passed to the random draw?)")
 
 
-### BEGIN HIDDEN TESTS
-from hypothesis import given, strategies as st
-
-from autograder.checks import expect_unmodified
-
-
-@given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(1, 6), min_size=1, max_size=4),
-       p=st.floats(0.05, 0.95), keep=st.floats(0.1, 0.9))
-def test_dropout_random_shapes_with_mask(student, reference, seed, shape, p, keep):
-    """Contract: with a keep_mask, kept entries are scaled by 1/(1-p) and dropped ones are 0, for any shape."""
-    x = random_tensor(seed, *shape, scale=2.0)
-    mask = random_mask(seed + 1, *shape, keep=keep)
-    what = f"dropout(x, {p:.3f}, keep_mask=...) on shape {tuple(shape)}"
-    expected = reference.dropout.dropout(x, p, keep_mask=mask)
-    expect_close(student.dropout.dropout(x, p, keep_mask=mask), expected, what, atol=1e-6, rtol=1e-5)
-
-
 def test_dropout_gradients_flow(student):
     """Contract: gradients flow back to the input through the kept entries."""
     x = random_tensor(41, 5, 6, dtype=torch.float64)
@@ -226,6 +209,21 @@ def test_dropout_statistics_several_p(student):
         what = f"dropout(x of shape (400, 500), {p}, generator={shown})"
         kept = expect_inverted_dropout(student.dropout.dropout(x, p, generator=generator), x, p, what)
         expect_kept_fraction(kept, p, what, sds=6)
+
+
+### BEGIN HIDDEN TESTS
+from hypothesis import given, strategies as st
+
+
+@given(seed=st.integers(0, 2**20), shape=st.lists(st.integers(1, 6), min_size=1, max_size=4),
+       p=st.floats(0.05, 0.95), keep=st.floats(0.1, 0.9))
+def test_dropout_random_shapes_with_mask(student, reference, seed, shape, p, keep):
+    """Contract: with a keep_mask, kept entries are scaled by 1/(1-p) and dropped ones are 0, for any shape."""
+    x = random_tensor(seed, *shape, scale=2.0)
+    mask = random_mask(seed + 1, *shape, keep=keep)
+    what = f"dropout(x, {p:.3f}, keep_mask=...) on shape {tuple(shape)}"
+    expected = reference.dropout.dropout(x, p, keep_mask=mask)
+    expect_close(student.dropout.dropout(x, p, keep_mask=mask), expected, what, atol=1e-6, rtol=1e-5)
 
 
 def test_dropout_keeps_with_probability_one_minus_p(student):

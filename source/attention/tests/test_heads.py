@@ -1,12 +1,13 @@
 """Checks for part ``heads``: multi-head causal self-attention, as stacked heads and as split/merge."""
 
-import ast
-
 import torch
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
 
-from autograder.checks import (expect_document, expect_equal, expect_student_error, expect_tensor, fail,
-                               find_function, random_tensor)
+from autograder.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor,
+                               expect_unmodified, fail, random_tensor)
 from document_tensors import MHA_SEED123, WRAPPER_SEED123, YOUR_JOURNEY
+from trusted import causal_weights, dropped_out
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 BATCH = torch.stack((INPUTS, INPUTS))  # (2, 6, 3), as in 000 In [17] and 003
@@ -69,15 +70,12 @@ def test_wrapper_concatenates_heads_in_order(student):
     expect_document(out[..., :4], WRAPPER_SEED123, f"{what}: the outputs of heads 0 and 1, out[..., :4]")
 
 
-def _names_used(node: ast.AST) -> set[str]:
-    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
-
-
 def test_wrapper_structure(student):
     """Contract: ``heads`` is an nn.ModuleList of ``num_heads`` masking.CausalAttention modules."""
     wrapper = student.heads.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 3)
     what = "MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)"
-    children = wrapper.structure()["children"]
+    info = wrapper.structure()
+    children = info["children"]
     if children != [["heads", MODULE_LIST]]:
         fail(f"{what}: expected exactly one child, heads = nn.ModuleList([...]) ({[['heads', MODULE_LIST]]}), "
              f"got {children}")
@@ -85,9 +83,10 @@ def test_wrapper_structure(student):
     found = list(wrapper.state_dict())
     if sorted(found) != sorted(expected):
         fail(f"{what}: expected the state_dict of three CausalAttention heads {expected}, got {found}")
-    if "CausalAttention" not in _names_used(find_function(student.source("heads"), "MultiHeadAttentionWrapper", "heads")):
-        fail("heads.MultiHeadAttentionWrapper must build its heads with masking.CausalAttention; "
-             "the class never mentions CausalAttention")
+    heads = [kind for name, kind in info["submodules"] if name.count(".") == 1]
+    if heads != ["masking.CausalAttention"] * 3:
+        fail(f"{what}: expected its heads to be masking.CausalAttention modules (the exercise reuses it), "
+             f"got {heads}")
 
 
 def test_mha_matches_document(student):
@@ -132,12 +131,6 @@ def test_mha_rejects_indivisible(student):
                          "MultiHeadAttention(4, d_out=6, 6, 0.0, num_heads=4)")
 
 
-### BEGIN HIDDEN TESTS
-import torch.nn.functional as F
-from hypothesis import given, strategies as st
-
-from autograder.checks import expect_close, expect_unmodified
-
 QKV = ("W_query", "W_key", "W_value")
 
 
@@ -163,12 +156,13 @@ def _linear(x, state, name):
     return F.linear(x, state[f"{name}.weight"], state.get(f"{name}.bias"))
 
 
-def _trusted_mha(x, state, num_heads):
-    """Causal multi-head attention computed with PyTorch's own scaled_dot_product_attention."""
+def _trusted_mha(x, state, num_heads, dropout=lambda weights: weights):
+    """Causal multi-head attention with the weights of ``state``; ``dropout`` acts on the attention weights."""
     B, T, _ = x.shape
     d_out = state["W_query.weight"].shape[0]
-    q, k, v = (_linear(x, state, name).view(B, T, num_heads, d_out // num_heads).transpose(1, 2) for name in QKV)
-    context = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(head_dim)
+    q, k, v = (_linear(x, state, name).view(B, T, num_heads, d_out // num_heads).transpose(1, 2)
+               for name in QKV)                                             # (B, H, T, head_dim)
+    context = dropout(causal_weights(q, k)) @ v                             # (B, H, T, head_dim)
     return _linear(context.transpose(1, 2).reshape(B, T, d_out), state, "out_proj")
 
 
@@ -176,47 +170,6 @@ def _loaded_mha(side, state, d_in, d_out, context_length, dropout, num_heads, qk
     mha = side.heads.MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
     mha.load_state_dict(state)
     return mha
-
-
-@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 7), num_heads=st.integers(1, 4),
-       head_dim=st.integers(1, 4), qkv_bias=st.booleans())
-def test_mha_matches_torch_multihead_attention(student, seed, batch, tokens, num_heads, head_dim, qkv_bias):
-    """Contract: MultiHeadAttention equals PyTorch's causal nn.MultiheadAttention given the same weights."""
-    d = num_heads * head_dim
-    state = _mha_state(seed, d, d, 7, qkv_bias)
-    if not qkv_bias:  # torch's bias=False also drops out_proj's bias
-        state["out_proj.bias"] = torch.zeros(d)
-    torch_mha = torch.nn.MultiheadAttention(d, num_heads, bias=qkv_bias, batch_first=True).eval()
-    with torch.no_grad():
-        torch_mha.in_proj_weight.copy_(torch.cat([state[f"{n}.weight"] for n in QKV]))
-        torch_mha.out_proj.weight.copy_(state["out_proj.weight"])
-        if qkv_bias:
-            torch_mha.in_proj_bias.copy_(torch.cat([state[f"{n}.bias"] for n in QKV]))
-            torch_mha.out_proj.bias.copy_(state["out_proj.bias"])
-    x = random_tensor(seed + 1, batch, tokens, d)
-    causal = torch.triu(torch.ones(tokens, tokens, dtype=torch.bool), diagonal=1)
-    with torch.no_grad():
-        expected, _ = torch_mha(x, x, x, attn_mask=causal, need_weights=False)
-    mha = _loaded_mha(student, state, d, d, 7, 0.0, num_heads, qkv_bias)
-    expect_close(mha(x), expected,
-                 f"MultiHeadAttention({d}, {d}, 7, 0.0, num_heads={num_heads}, qkv_bias={qkv_bias}) on shape "
-                 f"{tuple(x.shape)}, vs torch.nn.MultiheadAttention with the same weights and a causal mask",
-                 atol=1e-5, rtol=1e-4)
-
-
-@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 8), context=st.integers(0, 3),
-       num_heads=st.integers(1, 4), head_dim=st.integers(1, 4), d_in=st.integers(1, 6), qkv_bias=st.booleans())
-def test_mha_random_shapes_match_reference(student, reference, seed, batch, tokens, context, num_heads, head_dim, d_in,
-                                           qkv_bias):
-    """Contract: MultiHeadAttention gives the right output for other batch sizes, lengths and head counts."""
-    d_out = num_heads * head_dim
-    context_length = tokens + context
-    state = _mha_state(seed, d_in, d_out, context_length, qkv_bias)
-    args = (state, d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
-    x = random_tensor(seed + 1, batch, tokens, d_in)
-    expect_close(_loaded_mha(student, *args)(x), _loaded_mha(reference, *args)(x),
-                 f"MultiHeadAttention({d_in}, {d_out}, {context_length}, 0.0, num_heads={num_heads}, "
-                 f"qkv_bias={qkv_bias}) on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-4)
 
 
 @given(seed=st.integers(0, 2**20), position=st.integers(0, 5))
@@ -280,21 +233,65 @@ def test_mha_gradients_reach_all_parameters(student):
                      atol=1e-5, rtol=1e-4)
 
 
-def test_mha_dropout_only_in_training(student, reference):
-    """Contract: dropout acts in training mode only; in eval mode the output is deterministic."""
+def test_mha_dropout_only_in_training(student):
+    """Contract: dropout acts in training mode only, on the attention weights after the softmax; in eval mode
+    the output is deterministic."""
     state = _mha_state(8, 3, 4, 6, False)
-    args = (state, 3, 4, 6, 0.5, 2, False)
     x = random_tensor(9, 2, 6, 3)
-    mha = _loaded_mha(student, *args)
+    mha = _loaded_mha(student.seeded(10), state, 3, 4, 6, 0.5, 2, False)
     what = "MultiHeadAttention(3, 4, 6, dropout=0.5, num_heads=2)"
     mha.eval()
     first = mha(x)
     expect_close(first, _trusted_mha(x, state, 2), f"{what} in eval mode (dropout must be off)", atol=1e-5, rtol=1e-4)
     expect_close(mha(x), first, f"{what} in eval mode, called twice", atol=0.0)
     mha.train()
-    trained = _loaded_mha(reference, *args)
-    expect_close(mha(x), trained(x), f"{what} in training mode, from the same random state as the reference "
-                 "(dropout on the attention weights, after the softmax)", atol=1e-5, rtol=1e-4)
+    expect_close(mha(x), _trusted_mha(x, state, 2, dropout=lambda weights: dropped_out(weights, 0.5, seed=10)),
+                 f"{what} in training mode, called right after manual_seed(10) (the attention weights, after the "
+                 "softmax, through the module's nn.Dropout: its first random draw)", atol=1e-5, rtol=1e-4)
+
+
+### BEGIN HIDDEN TESTS
+
+
+@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 7), num_heads=st.integers(1, 4),
+       head_dim=st.integers(1, 4), qkv_bias=st.booleans())
+def test_mha_matches_torch_multihead_attention(student, seed, batch, tokens, num_heads, head_dim, qkv_bias):
+    """Contract: MultiHeadAttention equals PyTorch's causal nn.MultiheadAttention given the same weights."""
+    d = num_heads * head_dim
+    state = _mha_state(seed, d, d, 7, qkv_bias)
+    if not qkv_bias:  # torch's bias=False also drops out_proj's bias
+        state["out_proj.bias"] = torch.zeros(d)
+    torch_mha = torch.nn.MultiheadAttention(d, num_heads, bias=qkv_bias, batch_first=True).eval()
+    with torch.no_grad():
+        torch_mha.in_proj_weight.copy_(torch.cat([state[f"{n}.weight"] for n in QKV]))
+        torch_mha.out_proj.weight.copy_(state["out_proj.weight"])
+        if qkv_bias:
+            torch_mha.in_proj_bias.copy_(torch.cat([state[f"{n}.bias"] for n in QKV]))
+            torch_mha.out_proj.bias.copy_(state["out_proj.bias"])
+    x = random_tensor(seed + 1, batch, tokens, d)
+    causal = torch.triu(torch.ones(tokens, tokens, dtype=torch.bool), diagonal=1)
+    with torch.no_grad():
+        expected, _ = torch_mha(x, x, x, attn_mask=causal, need_weights=False)
+    mha = _loaded_mha(student, state, d, d, 7, 0.0, num_heads, qkv_bias)
+    expect_close(mha(x), expected,
+                 f"MultiHeadAttention({d}, {d}, 7, 0.0, num_heads={num_heads}, qkv_bias={qkv_bias}) on shape "
+                 f"{tuple(x.shape)}, vs torch.nn.MultiheadAttention with the same weights and a causal mask",
+                 atol=1e-5, rtol=1e-4)
+
+
+@given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 8), context=st.integers(0, 3),
+       num_heads=st.integers(1, 4), head_dim=st.integers(1, 4), d_in=st.integers(1, 6), qkv_bias=st.booleans())
+def test_mha_random_shapes_match_reference(student, reference, seed, batch, tokens, context, num_heads, head_dim, d_in,
+                                           qkv_bias):
+    """Contract: MultiHeadAttention gives the right output for other batch sizes, lengths and head counts."""
+    d_out = num_heads * head_dim
+    context_length = tokens + context
+    state = _mha_state(seed, d_in, d_out, context_length, qkv_bias)
+    args = (state, d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
+    x = random_tensor(seed + 1, batch, tokens, d_in)
+    expect_close(_loaded_mha(student, *args)(x), _loaded_mha(reference, *args)(x),
+                 f"MultiHeadAttention({d_in}, {d_out}, {context_length}, 0.0, num_heads={num_heads}, "
+                 f"qkv_bias={qkv_bias}) on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-4)
 
 
 @given(seed=st.integers(0, 2**20), batch=st.integers(1, 3), tokens=st.integers(1, 6), num_heads=st.integers(1, 3),

@@ -3,17 +3,20 @@
 import math
 
 import torch
+import torch.nn.functional as F
 
-from autograder.checks import (expect_close, expect_document, expect_equal, expect_mask, expect_tensor,
-                               expect_unmodified, fail, future_positions, random_tensor)
+from autograder.checks import (expect_close, expect_document, expect_equal, expect_finite, expect_mask,
+                               expect_tensor, expect_unmodified, fail, future_positions, random_tensor)
 from document_tensors import (CAUSAL_ATTENTION_SEED123, CAUSAL_MASK7, CAUSAL_WEIGHTS, MASK6_INT, MASKED_SCORES,
                               MASKED_SOFTMAXED_WEIGHTS, MINUS_1E10_MASKED, SIMPLE_MASK6_INT, TRICK_AVERAGES, TRICK_B,
                               TRIL3, UNIFORM_CAUSAL_WEIGHTS8, V2_AFTER_V1_WEIGHTS, XBOW_CHANNEL1, XBOW_FIRST,
                               YOUR_JOURNEY, seed42_trick_input, seed123_v2_weights)
+from trusted import causal_weights, dropped_out
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 LINEAR = "torch.nn.modules.linear.Linear"
 DROPOUT = "torch.nn.modules.dropout.Dropout"
+QKV = ("W_query", "W_key", "W_value")
 
 
 # -- causal_mask ---------------------------------------------------------------------------------
@@ -167,18 +170,11 @@ def test_causal_attention_shorter_input(student):
                  source=f"{CAUSAL_ATTENTION_SEED123.provenance}, first 4 rows")
 
 
-### BEGIN HIDDEN TESTS
-import torch.nn.functional as F
-from hypothesis import example, given, strategies as st
-
-from autograder.checks import expect_finite
-
-
 def set_projections(attention, seed, d_in, d_out, bias):
     """Load judge-chosen projections into the student's module; return them as {layer: (weight, bias)}."""
     state = attention.state_dict()
     chosen = {}
-    for index, layer in enumerate(("W_query", "W_key", "W_value")):
+    for index, layer in enumerate(QKV):
         weight = random_tensor(seed + index, d_out, d_in, scale=0.7)
         offset = random_tensor(seed + 10 + index, d_out, scale=0.3) if bias else None
         chosen[layer] = (weight, offset)
@@ -191,34 +187,6 @@ def set_projections(attention, seed, d_in, d_out, bias):
             state[key] = value
     attention.load_state_dict(state)
     return chosen
-
-
-def test_causal_attention_matches_sdpa(student):
-    """Known projections loaded with load_state_dict: the output equals
-    F.scaled_dot_product_attention(q, k, v, is_causal=True) on the judge's own q, k, v."""
-    for seed, (batch, tokens, d_in, d_out, context, bias) in enumerate(
-            ((2, 6, 3, 2, 6, False), (3, 5, 4, 3, 8, True), (1, 1, 2, 2, 4, False), (2, 9, 6, 5, 9, True))):
-        attention = student.masking.CausalAttention(d_in, d_out, context, 0.0, bias)
-        chosen = set_projections(attention, 100 * seed, d_in, d_out, bias)
-        x = random_tensor(100 * seed + 50, batch, tokens, d_in)
-        q, k, v = (F.linear(x, *chosen[layer]) for layer in ("W_query", "W_key", "W_value"))
-        expect_close(attention(x), F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                     f"CausalAttention({d_in}, {d_out}, {context}, 0.0, qkv_bias={bias}) on shape {tuple(x.shape)} "
-                     "vs F.scaled_dot_product_attention(..., is_causal=True)", atol=1e-5, rtol=1e-5)
-
-
-@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 8), extra=st.integers(0, 4), d_in=st.integers(1, 6),
-       d_out=st.integers(1, 5), batch=st.integers(1, 3), bias=st.booleans())
-@example(seed=9, tokens=6, extra=0, d_in=3, d_out=2, batch=2, bias=False)  # the document's shapes
-@example(seed=10, tokens=4, extra=6, d_in=3, d_out=2, batch=2, bias=False)
-def test_causal_attention_random_shapes(student, reference, seed, tokens, extra, d_in, d_out, batch, bias):
-    """Contract: CausalAttention gives the right output for other shapes and weights."""
-    context = tokens + extra
-    x = random_tensor(seed, batch, tokens, d_in)
-    call = f"CausalAttention({d_in}, {d_out}, {context}, 0.0, qkv_bias={bias})"
-    got = student.seeded(seed).masking.CausalAttention(d_in, d_out, context, 0.0, bias)(x)
-    want = reference.seeded(seed).masking.CausalAttention(d_in, d_out, context, 0.0, bias)(x)
-    expect_close(got, want, f"{call} built after manual_seed({seed}), on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
 
 
 def test_causal_attention_is_causal(student):
@@ -255,28 +223,6 @@ def test_causal_weights_are_causal(student):
                      f"causal_attention_weights rows 0..{t} after changing tokens {t + 1}..6", atol=1e-6)
 
 
-@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), d_k=st.integers(1, 16), channels=st.integers(1, 5),
-       batch=st.lists(st.integers(1, 3), max_size=2), fill=st.floats(-1e6, 1e6))
-@example(seed=1, tokens=6, d_k=2, channels=2, batch=[], fill=-1e10)  # the documents' shapes, other values
-@example(seed=2, tokens=3, d_k=3, channels=2, batch=[], fill=0.0)
-@example(seed=3, tokens=8, d_k=2, channels=8, batch=[], fill=1.0)
-@example(seed=4, tokens=8, d_k=2, channels=2, batch=[4], fill=-1.0)
-def test_functions_random_shapes(student, reference, seed, tokens, d_k, channels, batch, fill):
-    """Contract: the masking functions give the right results for other sizes and batched scores."""
-    scores = random_tensor(seed, *batch, tokens, tokens, scale=3.0)
-    shape = tuple(scores.shape)
-    expect_close(student.masking.mask_future(scores), reference.masking.mask_future(scores),
-                 f"mask_future on shape {shape}", atol=0.0)
-    expect_close(student.masking.mask_future(scores, fill), reference.masking.mask_future(scores, fill),
-                 f"mask_future(scores, {fill!r}) on shape {shape}", atol=0.0)
-    expect_close(student.masking.causal_attention_weights(scores, d_k),
-                 reference.masking.causal_attention_weights(scores, d_k),
-                 f"causal_attention_weights(scores, {d_k}) on shape {shape}", atol=1e-6, rtol=1e-5)
-    x = random_tensor(seed + 1, *batch, tokens, channels)
-    expect_close(student.masking.causal_average(x), reference.masking.causal_average(x),
-                 f"causal_average on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
-
-
 def test_causal_average_batched(student):
     """Running means over the token dimension for inputs with one and two batch dimensions."""
     for shape in ((3, 6, 4), (2, 3, 5, 2), (1, 1, 3)):
@@ -301,7 +247,7 @@ def test_functions_keep_float64(student):
                  "causal_average on float64 input", atol=1e-12)
 
 
-def test_gradients_flow(student, reference):
+def test_gradients_flow(student):
     """Gradients reach the scores, the input and the three projections."""
     cut = " (None: the graph was cut)"
     scores = random_tensor(61, 5, 5, dtype=torch.float64)
@@ -320,34 +266,41 @@ def test_gradients_flow(student, reference):
     grad = student.masking.causal_average.grad(x, upstream=upstream)["inputs"][0]
     expect_close(grad, averaging.T @ upstream, "gradient of causal_average with respect to its input" + cut, atol=1e-9)
 
-    x = random_tensor(65, 2, 6, 4)
-    upstream = random_tensor(66, 2, 6, 3)
-    got = student.seeded(7).masking.CausalAttention(4, 3, 6, 0.0, True).grad(x, upstream=upstream)
-    want = reference.seeded(7).masking.CausalAttention(4, 3, 6, 0.0, True).grad(x, upstream=upstream)
-    expect_close(got["inputs"][0], want["inputs"][0], "gradient of CausalAttention with respect to its input" + cut,
+    attention = student.masking.CausalAttention(4, 3, 6, 0.0, True)
+    chosen = set_projections(attention, 65, 4, 3, True)
+    leaves = {layer: [t.clone().requires_grad_(True) for t in pair] for layer, pair in chosen.items()}
+    x = random_tensor(68, 2, 6, 4).requires_grad_(True)
+    upstream = random_tensor(69, 2, 6, 3)
+    q, k, v = (F.linear(x, *leaves[layer]) for layer in QKV)
+    (causal_weights(q, k) @ v).backward(upstream)
+    got = attention.grad(x.detach(), upstream=upstream)
+    expect_close(got["inputs"][0], x.grad, "gradient of CausalAttention with respect to its input" + cut,
                  atol=1e-5, rtol=1e-4)
-    for name, expected in want["parameters"].items():
-        if name not in got["parameters"]:
-            fail(f"CausalAttention: expected a parameter `{name}`, got {sorted(got['parameters'])}")
-        expect_close(got["parameters"][name], expected, f"gradient of CausalAttention's {name}" + cut,
-                     atol=1e-5, rtol=1e-4)
+    for layer, (weight, offset) in leaves.items():
+        for name, leaf in ((f"{layer}.weight", weight), (f"{layer}.bias", offset)):
+            if name not in got["parameters"]:
+                fail(f"CausalAttention: expected a parameter `{name}`, got {sorted(got['parameters'])}")
+            expect_close(got["parameters"][name], leaf.grad, f"gradient of CausalAttention's {name}" + cut,
+                         atol=1e-5, rtol=1e-4)
 
 
-def test_causal_attention_eval_ignores_dropout(student, reference):
-    """With dropout 0.5: in eval mode the output is deterministic and equals the dropout-free output; in
-    training mode the attention weights go through the module's nn.Dropout."""
-    x = random_tensor(71, 2, 6, 4)
+def test_causal_attention_dropout_only_in_training(student):
+    """Contract: with dropout 0.5, in eval mode the output is the dropout-free one, every call alike; in
+    training mode the attention weights, after the softmax, go through the module's nn.Dropout."""
     call = "CausalAttention(4, 3, 6, 0.5)"
-    plain = expect_finite(student.seeded(8).masking.CausalAttention(4, 3, 6, 0.0)(x), "CausalAttention(4, 3, 6, 0.0)")
     attention = student.seeded(8).masking.CausalAttention(4, 3, 6, 0.5)
+    chosen = set_projections(attention, 70, 4, 3, False)
+    x = random_tensor(71, 2, 6, 4)
+    q, k, v = (F.linear(x, *chosen[layer]) for layer in QKV)
+    weights = causal_weights(q, k)                                           # (2, 6, 6)
     attention.eval()
     first = attention(x)
-    expect_close(first, plain, f"{call} in eval mode vs the same module with dropout 0.0", atol=1e-6)
+    expect_close(first, weights @ v, f"{call} in eval mode (dropout must be off)", atol=1e-5, rtol=1e-5)
     expect_close(attention(x), first, f"{call} in eval mode, called twice", atol=0.0)
     attention.train()
-    trained = reference.seeded(8).masking.CausalAttention(4, 3, 6, 0.5)(x)
-    expect_close(attention(x), trained, f"{call} in training mode (dropout on the attention weights, same seed)",
-                 atol=1e-5, rtol=1e-5)
+    expect_close(attention(x), dropped_out(weights, 0.5, seed=8) @ v,
+                 f"{call} in training mode, called right after manual_seed(8) (the attention weights, after the "
+                 "softmax, through the module's nn.Dropout: its first random draw)", atol=1e-5, rtol=1e-5)
 
 
 def test_functions_leave_inputs_untouched(student):
@@ -360,4 +313,60 @@ def test_functions_leave_inputs_untouched(student):
     x = random_tensor(82, 2, 5, 3)
     _, (after,) = student.masking.causal_average.with_args(x.clone())
     expect_unmodified(x, after, "causal_average")
+
+
+### BEGIN HIDDEN TESTS
+from hypothesis import example, given, strategies as st
+
+
+def test_causal_attention_matches_sdpa(student):
+    """Known projections loaded with load_state_dict: the output equals
+    F.scaled_dot_product_attention(q, k, v, is_causal=True) on the judge's own q, k, v."""
+    for seed, (batch, tokens, d_in, d_out, context, bias) in enumerate(
+            ((2, 6, 3, 2, 6, False), (3, 5, 4, 3, 8, True), (1, 1, 2, 2, 4, False), (2, 9, 6, 5, 9, True))):
+        attention = student.masking.CausalAttention(d_in, d_out, context, 0.0, bias)
+        chosen = set_projections(attention, 100 * seed, d_in, d_out, bias)
+        x = random_tensor(100 * seed + 50, batch, tokens, d_in)
+        q, k, v = (F.linear(x, *chosen[layer]) for layer in QKV)
+        expect_close(attention(x), F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                     f"CausalAttention({d_in}, {d_out}, {context}, 0.0, qkv_bias={bias}) on shape {tuple(x.shape)} "
+                     "vs F.scaled_dot_product_attention(..., is_causal=True)", atol=1e-5, rtol=1e-5)
+
+
+@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 8), extra=st.integers(0, 4), d_in=st.integers(1, 6),
+       d_out=st.integers(1, 5), batch=st.integers(1, 3), bias=st.booleans())
+@example(seed=9, tokens=6, extra=0, d_in=3, d_out=2, batch=2, bias=False)  # the document's shapes
+@example(seed=10, tokens=4, extra=6, d_in=3, d_out=2, batch=2, bias=False)
+def test_causal_attention_random_shapes(student, reference, seed, tokens, extra, d_in, d_out, batch, bias):
+    """Contract: CausalAttention gives the right output for other shapes and weights."""
+    context = tokens + extra
+    x = random_tensor(seed, batch, tokens, d_in)
+    call = f"CausalAttention({d_in}, {d_out}, {context}, 0.0, qkv_bias={bias})"
+    got = student.seeded(seed).masking.CausalAttention(d_in, d_out, context, 0.0, bias)(x)
+    want = reference.seeded(seed).masking.CausalAttention(d_in, d_out, context, 0.0, bias)(x)
+    expect_close(got, want, f"{call} built after manual_seed({seed}), on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
+
+
+@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), d_k=st.integers(1, 16), channels=st.integers(1, 5),
+       batch=st.lists(st.integers(1, 3), max_size=2), fill=st.floats(-1e6, 1e6))
+@example(seed=1, tokens=6, d_k=2, channels=2, batch=[], fill=-1e10)  # the documents' shapes, other values
+@example(seed=2, tokens=3, d_k=3, channels=2, batch=[], fill=0.0)
+@example(seed=3, tokens=8, d_k=2, channels=8, batch=[], fill=1.0)
+@example(seed=4, tokens=8, d_k=2, channels=2, batch=[4], fill=-1.0)
+def test_functions_random_shapes(student, reference, seed, tokens, d_k, channels, batch, fill):
+    """Contract: the masking functions give the right results for other sizes and batched scores."""
+    scores = random_tensor(seed, *batch, tokens, tokens, scale=3.0)
+    shape = tuple(scores.shape)
+    expect_close(student.masking.mask_future(scores), reference.masking.mask_future(scores),
+                 f"mask_future on shape {shape}", atol=0.0)
+    expect_close(student.masking.mask_future(scores, fill), reference.masking.mask_future(scores, fill),
+                 f"mask_future(scores, {fill!r}) on shape {shape}", atol=0.0)
+    expect_close(student.masking.causal_attention_weights(scores, d_k),
+                 reference.masking.causal_attention_weights(scores, d_k),
+                 f"causal_attention_weights(scores, {d_k}) on shape {shape}", atol=1e-6, rtol=1e-5)
+    x = random_tensor(seed + 1, *batch, tokens, channels)
+    expect_close(student.masking.causal_average(x), reference.masking.causal_average(x),
+                 f"causal_average on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
+
+
 ### END HIDDEN TESTS

@@ -2,7 +2,8 @@
 
 import torch
 
-from autograder.checks import expect_calls, expect_close, expect_document, random_tensor
+from autograder.checks import (expect_calls, expect_close, expect_document, expect_gradient, expect_tensor,
+                               expect_unmodified, random_tensor)
 from document_tensors import ALL_SCORES, BATCHED_A, BATCHED_AAT, QUERY2_SCORES, YOUR_JOURNEY
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
@@ -53,32 +54,6 @@ def test_loop_and_matrix_scores_agree(student):
                  atol=1e-4, rtol=1e-5)
 
 
-### BEGIN HIDDEN TESTS
-from hypothesis import given, strategies as st
-
-from autograder.checks import expect_gradient, expect_tensor, expect_unmodified
-
-
-@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), dim=st.integers(1, 12),
-       batch=st.lists(st.integers(1, 3), max_size=2))
-def test_matrix_scores_random_shapes(student, reference, seed, tokens, dim, batch):
-    """Contract: attention_scores is right for other shapes, batched ones included."""
-    x = random_tensor(seed, *batch, tokens, dim)
-    expect_close(student.scores.attention_scores(x), reference.scores.attention_scores(x),
-                 f"attention_scores on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
-
-
-@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), dim=st.integers(1, 12), row=st.integers(0, 8))
-def test_loop_scores_random_inputs(student, reference, seed, tokens, dim, row):
-    """Contract: attention_scores_loop is right for other inputs."""
-    x = random_tensor(seed, tokens, dim, scale=3.0)
-    query = x[row % tokens]
-    expect_close(student.scores.attention_scores_for_query(x, query), reference.scores.attention_scores_for_query(x, query),
-                 f"attention_scores_for_query on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
-    expect_close(student.scores.attention_scores_loop(x), reference.scores.attention_scores_loop(x),
-                 f"attention_scores_loop on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
-
-
 def test_scores_keep_float64(student):
     """Contract: the score functions keep the input's dtype (float64 in, float64 out)."""
     x = random_tensor(1, 5, 4, dtype=torch.float64)
@@ -107,4 +82,30 @@ def test_scores_leave_inputs_untouched(student):
     _, (after_x, after_q) = student.scores.attention_scores_for_query.with_args(x.clone(), x[2].clone())
     expect_unmodified(x, after_x, "attention_scores_for_query")
     expect_unmodified(x[2], after_q, "attention_scores_for_query")
+
+
+### BEGIN HIDDEN TESTS
+from hypothesis import given, strategies as st
+
+
+@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), dim=st.integers(1, 12),
+       batch=st.lists(st.integers(1, 3), max_size=2))
+def test_matrix_scores_random_shapes(student, reference, seed, tokens, dim, batch):
+    """Contract: attention_scores is right for other shapes, batched ones included."""
+    x = random_tensor(seed, *batch, tokens, dim)
+    expect_close(student.scores.attention_scores(x), reference.scores.attention_scores(x),
+                 f"attention_scores on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
+
+
+@given(seed=st.integers(0, 2**20), tokens=st.integers(1, 9), dim=st.integers(1, 12), row=st.integers(0, 8))
+def test_loop_scores_random_inputs(student, reference, seed, tokens, dim, row):
+    """Contract: attention_scores_loop is right for other inputs."""
+    x = random_tensor(seed, tokens, dim, scale=3.0)
+    query = x[row % tokens]
+    expect_close(student.scores.attention_scores_for_query(x, query), reference.scores.attention_scores_for_query(x, query),
+                 f"attention_scores_for_query on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
+    expect_close(student.scores.attention_scores_loop(x), reference.scores.attention_scores_loop(x),
+                 f"attention_scores_loop on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-5)
+
+
 ### END HIDDEN TESTS
