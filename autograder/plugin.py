@@ -27,6 +27,7 @@ from hypothesis.internal.constants_ast import Constants
 
 from autograder import PARTS
 from autograder.checks import CheckFailure
+from autograder.dependencies import dependencies, dependency_sentence
 from autograder.misconceptions import shared_diagnoser
 from autograder.release import hidden_line_ranges
 from autograder.replay import Replays
@@ -369,6 +370,8 @@ class Scoreboard:
                 for line in first["message"].strip().split("\n")[:8]:
                     write(f"  {line}")
                 write(f"  hint: {hint(first)}")
+                for dependency in dependencies(part, list(self.results.values())):
+                    write(f"  depends on {dependency['part']}: {dependency_sentence(part, dependency)}")
         sandbox = self.config.stash.get(SANDBOX, None)
         if sandbox and sandbox["missing"]:
             write("warning: student code ran without " + "; ".join(sandbox["missing"]), yellow=True)

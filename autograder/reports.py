@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from autograder import PARTS
+from autograder.dependencies import dependencies, dependency_sentence
 from autograder.text import csv_cell, markdown_block, markdown_span, one_line
 
 # Failure kinds that cost points beyond a wrong answer, as the status column names them.
@@ -128,6 +129,8 @@ def feedback_markdown(record: dict, hidden: bool = True) -> str:
         shown = [c for c in checks if hidden or not c["hidden"]]
         lines += [f"## {part}: {row['points']:g} / {row['max_points']:g}" if hidden else
                   f"## {part}: {points(shown, passed=True):g} / {points(shown):g}", ""]
+        lines += [f"- **depends on {d['part']}**: {dependency_sentence(part, d)}"
+                  for d in dependencies(part, [c for c in record["checks"] if hidden or not c["hidden"]])]
         for check in checks:
             if check["hidden"]:
                 continue

@@ -40,11 +40,19 @@ MISTAKES = {
     "printer": ("scores", "\nimport sys\nsys.stdout.write('attention! ' * 5_000_000)\n", None, "graded"),
 }
 
+# student: (module, text appended): a mistake in masking.py that heads' wrapper (it builds
+# masking.CausalAttention) pays for too, so heads' feedback must name masking.
+MASKING_MISTAKES = {
+    "masking_breaks_at_import": ("masking", "\nraise RuntimeError('half-finished')\n"),
+    "masking_wrong_values": ("masking", "\n_forward = CausalAttention.forward\n"
+                             "CausalAttention.forward = lambda self, x: 2 * _forward(self, x)\n"),
+}
+
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     cohort = tmp_path_factory.mktemp("cohort")
-    for student, (module, appended, _, _) in MISTAKES.items():
+    for student, (module, appended, *_) in {**MISTAKES, **MASKING_MISTAKES}.items():
         folder = cohort / student / "attention"
         shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
         (folder / f"{module}.py").write_text((folder / f"{module}.py").read_text() + appended)
@@ -90,3 +98,20 @@ def test_a_failure_is_data_from_the_worker_to_the_results(graded):
     failure = next(c["failure"] for c in hung["checks"] if not c["passed"])
     assert failure == {"kind": "timeout", "where": failure["where"], "file": "dropout.py", "line": failure["line"],
                        "phase": "import", "loading": ["dropout.py"]}, failure
+
+
+def heads_feedback(out, student: str) -> str:
+    feedback = (out / "students" / student / "feedback.md").read_text()
+    return feedback[feedback.index("## heads"):].split("\n## ")[0]
+
+
+def test_a_part_that_pays_for_another_modules_mistake_says_so_in_one_line(graded):
+    out, table = graded
+    broken = heads_feedback(out, "masking_breaks_at_import")
+    assert float(table["masking_breaks_at_import"]["heads"]) < FULL["heads"]
+    assert broken.count("depends on masking") == 1, broken
+    assert "stopped inside masking.py" in broken, broken
+    wrong = heads_feedback(out, "masking_wrong_values")
+    assert float(table["masking_wrong_values"]["heads"]) < FULL["heads"]
+    assert wrong.count("depends on masking") == 1 and "heads builds on masking.py" in wrong, wrong
+    assert "depends on" not in heads_feedback(out, "loop_heads")  # heads' own mistake
