@@ -20,8 +20,8 @@ from autograder.dependencies import dependencies, dependency_sentence
 from autograder.text import csv_cell, markdown_block, markdown_span, one_line
 
 # Failure kinds that cost points beyond a wrong answer, as the status column names them.
-PROBLEM_NAMES = {"timeout": "timed out", "memory": "out of memory", "bad_value": "unreadable answer",
-                 "too_large": "unreadable answer", "check_error": "a check broke"}
+PROBLEM_NAMES = {"timeout": "timed out", "memory": "out of memory", "protocol": "broke the protocol",
+                 "bad_value": "unreadable answer", "too_large": "unreadable answer", "check_error": "a check broke"}
 
 
 def problem(failure: dict) -> tuple[str, str] | None:

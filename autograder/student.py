@@ -50,7 +50,8 @@ KIT_ROOT = Path(__file__).resolve().parent.parent
 class Failure:
     """What went wrong in the student's code, as data (reports and hints never parse messages)."""
 
-    kind: str  # not_implemented, exception, memory, import, missing, timeout, crashed, bad_value, bad_request, too_large
+    kind: str  # not_implemented, exception, memory, import, missing, timeout, crashed, protocol, bad_value,
+    # bad_request, too_large
     where: str = ""  # the call ("heads.split_heads")
     type: str = ""  # the exception's type
     file: str = ""  # the submission's file and line where it happened
@@ -546,6 +547,10 @@ class Student:
             ceiling = sandbox.Limits().total_memory_bytes / 2**30
             raise StudentError("memory", f"the processes running your code went over the {ceiling:g} GiB memory "
                                          f"ceiling during {where}, and the kernel stopped one{detail}", where=where)
+        if isinstance(exc, CodecError):
+            raise StudentError("protocol", f"the process running your code wrote something other than the grader's "
+                                           f"answers on its channel during {where} ({exc}); nothing more was read from "
+                                           f"it{detail}", where=where) from None
         if "signal" in ending:
             name = ending["signal"]
             how = f"was killed by {name} ({signal.strsignal(signal.Signals[name]).lower()})"

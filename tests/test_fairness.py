@@ -37,6 +37,11 @@ MISTAKES = {
     "exit_at_import": ("softmax", "\nimport os\nos._exit(0)\n", "softmax", "crashed: softmax."),
     "segfault": ("masking", "\nimport ctypes\ndef causal_mask(num_tokens):\n    ctypes.string_at(0)\n", "masking",
                  "crashed: masking.causal_mask (SIGSEGV)"),
+    "scribbler": ("scores", "\nimport os, stat\n_matrix = attention_scores\ndef attention_scores(inputs):\n"
+                  "    for fd in range(3, 64):  # garbage on every socket it holds: its own channel to the grader\n"
+                  "        try:\n            if stat.S_ISSOCK(os.fstat(fd).st_mode):\n"
+                  "                os.write(fd, b'not a frame' * 8)\n        except OSError:\n            pass\n"
+                  "    return _matrix(inputs)\n", "scores", "broke the protocol: scores.attention_scores"),
     "printer": ("scores", "\nimport sys\nsys.stdout.write('attention! ' * 5_000_000)\n", None, "graded"),
 }
 
