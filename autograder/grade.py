@@ -1,9 +1,10 @@
-"""``make grade``: grade every submission of a cohort and write the reports.
+"""``make grade``: grade every submission of a cohort, lab by lab, and write the reports.
 
-Layout in (nbgrader's): ``<submissions>/<student>/attention/``. Layout out:
-``<out>/grades.csv``, ``<out>/report.html`` and, in ``<out>/students/<student>/``,
-``results.json`` (Gradescope's format), ``feedback.md`` and ``feedback.html``. Student folders
-live apart from the class's files, so no student name (``grades.csv``) can take their place.
+Layout in (nbgrader's): ``<submissions>/<student>/<lab>/``. Layout out, per lab:
+``<out>/<lab>/grades.csv``, ``<out>/<lab>/report.html`` and, in ``<out>/<lab>/students/<student>/``,
+``results.json`` (Gradescope's format), ``feedback.md`` and ``feedback.html``; for the course,
+``<out>/grades.csv`` (one row per student, one total per lab). Student folders live apart from
+the class's files, so no student name (``grades.csv``) can take their place.
 
 Each submission is first *staged*: its regular files are copied into a private folder
 named by its position in the cohort, never by the student's name (symlinks that leave the submission, oversized and unexpected files are left out and said
@@ -27,13 +28,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import PARTS, reports
-from autograder.release import ASSIGNMENT, KIT_ROOT
+from autograder import reports
+from autograder.lab import KIT_ROOT, Lab
 from autograder.text import one_line
 
-CHECKS = KIT_ROOT / "source" / ASSIGNMENT / "tests"
-REFERENCE = KIT_ROOT / "solutions" / ASSIGNMENT
-MODULES = tuple(f"{part}.py" for part in PARTS)
 MAX_FILE_BYTES = 1024 * 1024
 FINGERPRINT = ".fingerprint"
 STUDENTS = "students"  # <out>/students/<student>/: one folder per student, apart from the class's files
@@ -51,18 +49,23 @@ class Submission:
     notes: list[str] = field(default_factory=list)  # what staging left out or noticed (notes column)
 
 
-def discover(submissions: Path) -> list[Submission]:
-    """Every student folder, sorted; a student without ``attention/`` is still listed (and scores 0)."""
-    found = []
-    for entry in sorted(submissions.iterdir()):
-        if entry.is_dir() and not entry.name.startswith("."):
-            found.append(Submission(entry.name, entry / ASSIGNMENT))
-    return found
+def student_folders(submissions: Path) -> list[Path]:
+    return [entry for entry in sorted(submissions.iterdir()) if entry.is_dir() and not entry.name.startswith(".")]
 
 
-def part_of_assignment(path: Path) -> bool:
-    """One of the six modules, or a notebook: all a submission is graded on."""
-    return path.name in MODULES or path.suffix == ".ipynb"
+def discover(lab: Lab, submissions: Path) -> list[Submission]:
+    """Every student folder, sorted; a student without ``<lab>/`` is still listed (and scores 0)."""
+    return [Submission(entry.name, entry / lab.name) for entry in student_folders(submissions)]
+
+
+def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
+    """The labs some student of ``submissions`` handed in a folder for."""
+    return [lab for lab in labs if any((entry / lab.name).exists() for entry in student_folders(submissions))]
+
+
+def part_of_lab(lab: Lab, path: Path) -> bool:
+    """One of the lab's modules, or a notebook: all a submission is graded on."""
+    return path.name in lab.modules or path.suffix == ".ipynb"
 
 
 def copy_modules(source: Path, target: Path) -> Path:
@@ -73,16 +76,16 @@ def copy_modules(source: Path, target: Path) -> Path:
     return target
 
 
-def stage(submission: Submission, into: Path) -> Path:
-    """Copy what may be graded into ``into/attention/``; say what was left out and why."""
-    target = into / ASSIGNMENT
+def stage(lab: Lab, submission: Submission, into: Path) -> Path:
+    """Copy what may be graded into ``into/<lab>/``; say what was left out and why."""
+    target = into / lab.name
     target.mkdir(parents=True)
     source = submission.folder
     if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
-        submission.problems.append(f"{ASSIGNMENT}/ is a link, not a folder of the submission: not graded")
+        submission.problems.append(f"{lab.name}/ is a link, not a folder of the submission: not graded")
         return target
     if not source.is_dir():
-        submission.problems.append(f"no {ASSIGNMENT}/ folder in the submission")
+        submission.problems.append(f"no {lab.name}/ folder in the submission")
         return target
     real_root = source.resolve()
     for path in sorted(source.iterdir()):
@@ -92,7 +95,7 @@ def stage(submission: Submission, into: Path) -> Path:
             continue
         if not path.is_file():
             continue
-        if not part_of_assignment(path):
+        if not part_of_lab(lab, path):
             submission.notes.append(f"{name}: not part of the assignment, not graded")
             continue
         if path.stat().st_size > MAX_FILE_BYTES:
@@ -120,10 +123,10 @@ def unreadable(name: str, data: bytes) -> str | None:
     return None
 
 
-def kit_fingerprint() -> str:
-    """What a grade depends on besides the submission: the checks and the reference."""
-    digest = hashlib.sha256()
-    for folder in (CHECKS, REFERENCE):
+def kit_fingerprint(lab: Lab) -> str:
+    """What a grade depends on besides the submission: the lab's declaration, checks and reference."""
+    digest = hashlib.sha256((lab.source / "lab.toml").read_bytes())
+    for folder in (lab.checks, lab.reference):
         for path in sorted(folder.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
@@ -141,14 +144,14 @@ def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
 class Lane:
     """One judge process (:mod:`autograder.lane`), restarted if it ever stops."""
 
-    def __init__(self, call_timeout: float, budget: float, replay: bool = True):
-        self.call_timeout, self.budget, self.replay = call_timeout, budget, replay
+    def __init__(self, lab: Lab, call_timeout: float, budget: float, replay: bool = True):
+        self.lab, self.call_timeout, self.budget, self.replay = lab, call_timeout, budget, replay
         self.proc = None
 
     def start(self):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.lane", "--checks", str(CHECKS),
-             "--reference", str(REFERENCE), "--call-timeout", str(self.call_timeout), "--budget", str(self.budget),
+            [sys.executable, "-m", "autograder.lane", "--checks", str(self.lab.checks),
+             "--reference", str(self.lab.reference), "--call-timeout", str(self.call_timeout), "--budget", str(self.budget),
              *([] if self.replay else ["--no-replay"])],
             cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
@@ -158,7 +161,7 @@ class Lane:
         self.proc.stdin.write(json.dumps({"submission": str(staged), "results": str(results)}) + "\n")
         self.proc.stdin.flush()
         # The lane enforces each module's budget itself; this is only a backstop.
-        timer = threading.Timer(self.budget * len(PARTS) * 2 + 120, self.proc.kill)
+        timer = threading.Timer(self.budget * len(self.lab.parts) * 2 + 120, self.proc.kill)
         timer.start()
         try:
             line = self.proc.stdout.readline()
@@ -200,19 +203,19 @@ class Progress:
             self.stream.flush()
 
 
-def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call_timeout: float = 10.0,
+def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = False, call_timeout: float = 10.0,
           budget: float = 60.0, stream=sys.stderr, replay: bool = True) -> dict:
-    """Grade the cohort in ``submissions`` into ``out``; return the summary of the run.
-    ``replay=False`` runs every check in full (see :mod:`autograder.replay`)."""
+    """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
+    summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.replay`)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    cohort = discover(submissions)
-    kit = kit_fingerprint()
-    staging = Path(tempfile.mkdtemp(prefix="attention-staging-"))
+    cohort = discover(lab, submissions)
+    kit = kit_fingerprint(lab)
+    staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
     todo, skipped = [], 0
     for number, submission in enumerate(cohort):
-        staged = stage(submission, staging / str(number))
+        staged = stage(lab, submission, staging / str(number))
         stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
         folder = student_folder(out, submission.student)
         done = folder / FINGERPRINT
@@ -238,16 +241,16 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
         if raw and raw.get("sandbox"):
             warnings.update(raw["sandbox"]["missing"])
         replayed.append(raw.get("replayed", 0) if raw else 0)
-        record = reports.student_record(submission.student, raw, submission.problems, submission.notes,
+        record = reports.student_record(lab, submission.student, raw, submission.problems, submission.notes,
                                         answer.get("error"), time.monotonic() - clock)
         folder = student_folder(out, submission.student)
         folder.mkdir(parents=True, exist_ok=True)
-        reports.write_student(folder, record)
+        reports.write_student(lab, folder, record)
         reports.write_atomically(folder / FINGERPRINT, stamp)
         return record["status"]
 
     def lane_loop() -> None:
-        lane = Lane(call_timeout, budget, replay)
+        lane = Lane(lab, call_timeout, budget, replay)
         try:
             while True:
                 try:
@@ -275,9 +278,17 @@ def grade(submissions: Path, out: Path, jobs: int = 2, force: bool = False, call
         if record is None:
             ungraded.setdefault(submission.student, "no report")
     records = [r for r in records if r is not None]
-    reports.write_atomically(out / "grades.csv", reports.grades_csv(records))
-    reports.write_atomically(out / "report.html", reports.class_report(records))
-    return {"graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
+    reports.write_atomically(out / "grades.csv", reports.grades_csv(lab, records))
+    reports.write_atomically(out / "report.html", reports.class_report(lab, records))
+    return {"lab": lab.name, "graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
             "ungraded": [f"{student}: {why}" for student, why in ungraded.items()],
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
             "mean": sum(r["total"] for r in records) / len(records) if records else 0.0, "records": records}
+
+
+def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> list[dict]:
+    """Grade every lab of ``labs`` the cohort handed in, each into ``out/<lab>/``, and write the
+    course's ``out/grades.csv``: one row per student, one total per lab."""
+    runs = [grade(lab, submissions, out / lab.name, **options) for lab in labs_submitted(labs, submissions)]
+    reports.write_atomically(out / "grades.csv", reports.course_csv(runs))
+    return runs

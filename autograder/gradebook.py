@@ -1,8 +1,8 @@
 """nbgrader's gradebook: the automatic points, recorded where the written answers are graded.
 
-The companion notebook holds one locked nbgrader *task* cell per part (``auto_<part>``, worth
-the part's weight). :func:`record` gives each student's submission in the course gradebook the
-part's points as that cell's score, through nbgrader's own API, so the formgrader and
+A lab is an nbgrader assignment; its companion notebook holds one locked nbgrader *task* cell
+per part (``auto_<part>``, worth the part's weight). :func:`record` gives each student's
+submission of the lab in the course gradebook the part's points as that cell's score, through nbgrader's own API, so the formgrader and
 ``nbgrader export`` show automatic and manual points together.
 """
 
@@ -14,10 +14,8 @@ import warnings
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
-from autograder import PARTS
-from autograder.release import ASSIGNMENT, KIT_ROOT, course_config, run_nbgrader
-
-NOTEBOOK = "attention_lab"
+from autograder.lab import KIT_ROOT, Lab
+from autograder.release import course_config, run_nbgrader
 
 
 def course_gradebook() -> str:
@@ -30,29 +28,30 @@ def course_gradebook() -> str:
     return url
 
 
-def register_assignment(db_url: str) -> None:
-    """Have nbgrader record the assignment's cells in the gradebook (a fresh clone has none).
+def register_assignment(lab: Lab, db_url: str) -> None:
+    """Have nbgrader record the lab's cells in the gradebook (a fresh clone has none).
 
     ``generate_assignment`` is what records them; it writes into a throw-away folder here, so
     the committed release is left alone.
     """
     database = f"--CourseDirectory.db_url={db_url}"
-    run_nbgrader("db", "assignment", "add", ASSIGNMENT, database)  # creates the database (nbgrader runs alembic)
+    run_nbgrader("db", "assignment", "add", lab.name, database)  # creates the database (nbgrader runs alembic)
     with Gradebook(db_url) as gb:
         try:
-            if {c.name for c in gb.find_notebook(NOTEBOOK, ASSIGNMENT).task_cells} >= {f"auto_{p}" for p in PARTS}:
+            cells = {c.name for c in gb.find_notebook(lab.notebook, lab.name).task_cells}
+            if cells >= {f"auto_{p}" for p in lab.part_ids}:
                 return
         except MissingEntry:
             pass
-    with tempfile.TemporaryDirectory(prefix="attention-release-") as tmp:
-        run_nbgrader("generate_assignment", ASSIGNMENT, "--force", f"--CourseDirectory.release_directory={tmp}",
+    with tempfile.TemporaryDirectory(prefix="autograder-release-") as tmp:
+        run_nbgrader("generate_assignment", lab.name, "--force", f"--CourseDirectory.release_directory={tmp}",
                      database)
 
 
-def record(records: list[dict], db_url: str | None = None) -> int:
-    """Write each student's points per part into the gradebook; return how many students."""
+def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
+    """Write each student's points per part of ``lab`` into the gradebook; return how many students."""
     db_url = db_url or course_gradebook()
-    register_assignment(db_url)
+    register_assignment(lab, db_url)
     with Gradebook(db_url) as gb, warnings.catch_warnings():
         # nbgrader's add_submission builds its objects in a way SQLAlchemy warns about (upstream, harmless).
         warnings.simplefilter("ignore", SAWarning)
@@ -60,11 +59,11 @@ def record(records: list[dict], db_url: str | None = None) -> int:
             student = record["student"]
             gb.update_or_create_student(student)
             try:
-                gb.find_submission(ASSIGNMENT, student)
+                gb.find_submission(lab.name, student)
             except MissingEntry:
-                gb.add_submission(ASSIGNMENT, student)
-            for part in PARTS:
-                grade = gb.find_grade(f"auto_{part}", NOTEBOOK, ASSIGNMENT, student)
+                gb.add_submission(lab.name, student)
+            for part in lab.part_ids:
+                grade = gb.find_grade(f"auto_{part}", lab.notebook, lab.name, student)
                 grade.manual_score = record["parts"][part]["points"]
                 grade.needs_manual_grade = False
             gb.db.commit()

@@ -105,7 +105,7 @@ class Diagnoser:
         """A worker on the reference modules, with ``mistake``'s edits when given."""
         if name not in self.runners:
             if self.folder is None:
-                self.folder = Path(tempfile.mkdtemp(prefix="attention-mutants-"))
+                self.folder = Path(tempfile.mkdtemp(prefix="autograder-mutants-"))
                 self.folder.chmod(0o755)  # confined workers run under their own user id
             folder = copy_modules(self.reference, self.folder / name)
             folder.chmod(0o755)
@@ -165,7 +165,7 @@ def shared_diagnoser(checks_dir: Path, reference: Path, confined: bool, timeout:
     key = (Path(checks_dir).resolve(), Path(reference).resolve(), confined)
     if key not in _diagnosers:
         catalogue = load_catalogue(checks_dir)
-        has_reference = (Path(reference) / "scores.py").is_file()
+        has_reference = any(Path(reference).glob("*.py"))
         _diagnosers[key] = Diagnoser(catalogue, reference, confined, timeout) if catalogue and has_reference else None
         if _diagnosers[key] is not None:
             atexit.register(_diagnosers[key].close)

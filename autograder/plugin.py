@@ -1,8 +1,9 @@
-"""The pytest plugin that turns the lab's checks into a grade.
+"""The pytest plugin that turns a lab's checks into a grade.
 
-Loaded by the checks' ``conftest.py``. It gives the checks their only way to reach student
+Loaded with ``-p autograder.plugin`` (:func:`checks_command_line`); the lab is the folder above
+the checks (its ``lab.toml``, :mod:`autograder.lab`). It gives the checks their only way to reach student
 code (the ``student`` fixture, and ``reference`` for hidden checks), marks each check with
-its part (``pytest -m softmax``), attaches the points declared in ``points.toml``, prints a
+its part (``pytest -m <part>``), attaches the points declared in ``points.toml``, prints a
 per-part table, writes the results as JSON (``--results-json``) and replaces tracebacks by
 the one-line messages of :class:`CheckFailure` and :class:`StudentError`.
 
@@ -25,14 +26,14 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.internal.conjecture import providers
 from hypothesis.internal.constants_ast import Constants
 
-from autograder import PARTS
 from autograder.checks import CheckFailure
 from autograder.dependencies import dependencies, dependency_sentence
+from autograder.lab import Lab
 from autograder.misconceptions import shared_diagnoser
 from autograder.release import hidden_line_ranges
 from autograder.replay import Replays
 from autograder.reports import write_atomically
-from autograder.student import KIT_ROOT, Student, StudentError
+from autograder.student import Student, StudentError
 from autograder.text import printable
 
 POINTS_FILE = "points.toml"
@@ -76,10 +77,10 @@ def checks_command_line(checks, submission, part: str | None, results_json: str 
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("attention lab")
+    group = parser.getgroup("lab")
     group.addoption("--submission", help="folder holding the student's modules (default: the folder above the checks)")
     group.addoption("--reference", help="folder holding the reference modules, for hidden checks "
-                                        "(default: solutions/attention of the kit)")
+                                        "(default: the kit's solutions/<lab>)")
     group.addoption("--results-json", help="write every check's result and the points to this file")
     group.addoption("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
     group.addoption("--budget", type=float, default=300.0, help="seconds the calls into one student module may take together")
@@ -95,12 +96,14 @@ def pytest_configure(config):
     if config.getoption("hypothesis_seed", None) is None:
         config.option.hypothesis_seed = "0"
     torch.set_num_threads(1)  # the judge's tensors are tiny; parallel lanes already fill the cores
-    for part in PARTS:
+    lab = config.stash[LAB] = Lab.load(Path(config.args[0]).resolve().parent)
+    for part in lab.part_ids:
         config.addinivalue_line("markers", f"{part}: checks of the {part} part")
     config.addinivalue_line("markers", "hidden: a check students do not see (inside a HIDDEN TESTS fence)")
-    config.pluginmanager.register(Scoreboard(config), "attention-scoreboard")
+    config.pluginmanager.register(Scoreboard(config), "lab-scoreboard")
 
 
+LAB = pytest.StashKey[Lab]()
 CHECKS_DIR = pytest.StashKey[Path]()
 CALLS = pytest.StashKey[list]()
 DIAGNOSER = pytest.StashKey[object]()
@@ -111,14 +114,14 @@ NOTES = pytest.StashKey[list]()
 
 
 def load_points(checks_dir: Path) -> dict[str, dict[str, float]]:
-    """``{part: {check name: points}}`` plus ``weights``: the one place points are declared."""
+    """``{part: {check name: points}}``: the one place points are declared."""
     path = checks_dir / POINTS_FILE
     return tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def part_of(item) -> str | None:
     stem = item.path.stem.removeprefix("test_")
-    return stem if stem in PARTS else None
+    return stem if stem in item.config.stash[LAB].part_ids else None
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -167,8 +170,7 @@ def confined(config) -> bool:
 def reference_root(config) -> Path:
     """The reference solution's folder, resolved once a session (every check's replay key needs it)."""
     if REFERENCE_ROOT not in config.stash:
-        config.stash[REFERENCE_ROOT] = Path(config.getoption("reference") or
-                                            KIT_ROOT / "solutions" / "attention").resolve()
+        config.stash[REFERENCE_ROOT] = Path(config.getoption("reference") or config.stash[LAB].reference).resolve()
     return config.stash[REFERENCE_ROOT]
 
 
@@ -183,7 +185,7 @@ def reference(request):
     lane pays its start-up once, not once per submission.
     """
     root = reference_root(request.config)
-    if not (root / "scores.py").is_file():
+    if not (root / request.config.stash[LAB].modules[0]).is_file():
         pytest.fail(f"no reference solution in {root}: run `make solutions` or pass --reference")
     if root not in _references:
         # No budget: the reference serves a whole lane, and a spent budget would fail the student's checks.
@@ -287,8 +289,8 @@ def diagnoser(config):
     return config.stash[DIAGNOSER]
 
 
-def summarise(results: dict) -> dict:
-    """Points per part from per-check results."""
+def summarise(lab: Lab, results: dict) -> dict:
+    """Points per part (in the lab's order) from per-check results."""
     parts = {}
     for entry in results.values():
         part = parts.setdefault(entry["part"], {"points": 0.0, "max_points": 0.0, "passed": 0, "checks": 0})
@@ -297,7 +299,7 @@ def summarise(results: dict) -> dict:
         if entry["passed"]:
             part["points"] += entry["points"]
             part["passed"] += 1
-    ordered = {p: parts[p] for p in PARTS if p in parts}
+    ordered = {p: parts[p] for p in lab.part_ids if p in parts}
     return {
         "parts": ordered,
         "total": round(sum(p["points"] for p in ordered.values()), 6),
@@ -354,9 +356,10 @@ class Scoreboard:
     def pytest_terminal_summary(self, terminalreporter):
         if not self.results:
             return
-        summary = summarise(self.results)
+        lab = self.config.stash[LAB]
+        summary = summarise(lab, self.results)
         write = terminalreporter.write_line
-        terminalreporter.section("attention lab: points")
+        terminalreporter.section(f"{lab.name} lab: points")
         write(f"{'part':<12} {'points':>13}   checks passed")
         for part, row in summary["parts"].items():
             write(f"{part:<12} {row['points']:>6g} / {row['max_points']:<4g}   {row['passed']} / {row['checks']}")
@@ -370,7 +373,7 @@ class Scoreboard:
                 for line in first["message"].strip().split("\n")[:8]:
                     write(f"  {line}")
                 write(f"  hint: {hint(first)}")
-                for dependency in dependencies(part, list(self.results.values())):
+                for dependency in dependencies(lab, part, list(self.results.values())):
                     write(f"  depends on {dependency['part']}: {dependency_sentence(part, dependency)}")
         sandbox = self.config.stash.get(SANDBOX, None)
         if sandbox and sandbox["missing"]:
@@ -379,7 +382,8 @@ class Scoreboard:
     def pytest_sessionfinish(self):
         out = self.config.getoption("results_json")
         if out:
-            payload = {**summarise(self.results), "sandbox": self.config.stash.get(SANDBOX, None),
+            lab = self.config.stash[LAB]
+            payload = {"lab": lab.name, **summarise(lab, self.results), "sandbox": self.config.stash.get(SANDBOX, None),
                        "notes": self.config.stash.get(NOTES, []),
                        "replayed": self.replayed,
                        "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}

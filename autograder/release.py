@@ -1,4 +1,5 @@
-"""Build the student release (``assignments/``) and the reference (``solutions/``) from ``source/``.
+"""Build a lab's student release (``assignments/<lab>/``) and reference (``solutions/<lab>/``)
+from ``source/<lab>/``.
 
 The notebook goes through the real ``nbgrader generate_assignment`` / ``generate_solution``.
 nbgrader copies every other file verbatim (upstream issue 1237), which would hand students
@@ -19,8 +20,8 @@ from pathlib import Path
 
 from traitlets.config.loader import PyFileConfigLoader
 
-KIT_ROOT = Path(__file__).resolve().parent.parent
-ASSIGNMENT = "attention"
+from autograder.lab import DECLARATION, KIT_ROOT, Lab
+
 # Whole files students never get: the known mistakes are edits of the reference solution.
 INSTRUCTOR_ONLY = {Path("tests/misconceptions.toml")}
 
@@ -92,12 +93,14 @@ def solution_line_ranges(text: str) -> list[range]:
 
 def kit_files(source: Path) -> list[Path]:
     """The source files this module writes (the ones nbgrader is told to skip)."""
-    candidates = [*source.glob("*.py"), *(source / "tests").rglob("*")]
+    candidates = [source / DECLARATION, *source.glob("*.py"), *(source / "tests").rglob("*")]
     return sorted(p for p in candidates if p.is_file() and not any(
         part.startswith(".") or part == "__pycache__" for part in p.relative_to(source).parts))
 
 
 def transform(kind: str, relative: Path, text: str) -> str:
+    if relative.name == DECLARATION:
+        return text
     if relative.parts[0] == "tests":
         return strip_hidden_tests(text) if kind == "release" else text
     return stub_solutions(text) if kind == "release" else keep_solutions(text)
@@ -111,17 +114,17 @@ def run_nbgrader(*args: str) -> None:
                    stdout=subprocess.DEVNULL)
 
 
-def build(kind: str, out_dir: Path | None = None) -> Path:
-    """Write the ``release`` or ``solution`` version of the assignment; return its folder."""
+def build(kind: str, lab: Lab, out_dir: Path | None = None) -> Path:
+    """Write the ``release`` or ``solution`` version of ``lab``; return its folder."""
     command = {"release": "generate_assignment", "solution": "generate_solution"}[kind]
     out_root = Path(out_dir) if out_dir else directory(kind)
     # A build elsewhere (the staleness test) keeps its own gradebook, not the course's.
     database = [f"--CourseDirectory.db_url=sqlite:///{out_root / 'gradebook.db'}"] if out_dir else []
     # generate_solution wants the assignment in the gradebook, which a fresh clone lacks.
-    run_nbgrader("db", "assignment", "add", ASSIGNMENT, *database)
-    run_nbgrader(command, ASSIGNMENT, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database)
-    source = directory("source") / ASSIGNMENT
-    target = out_root / ASSIGNMENT
+    run_nbgrader("db", "assignment", "add", lab.name, *database)
+    run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database)
+    source = directory("source") / lab.name
+    target = out_root / lab.name
     for path in kit_files(source):
         relative = path.relative_to(source)
         if kind == "release" and relative in INSTRUCTOR_ONLY:

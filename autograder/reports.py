@@ -15,8 +15,8 @@ import os
 import re
 from pathlib import Path
 
-from autograder import PARTS
 from autograder.dependencies import dependencies, dependency_sentence
+from autograder.lab import Lab
 from autograder.text import csv_cell, markdown_block, markdown_span, one_line
 
 # Failure kinds that cost points beyond a wrong answer, as the status column names them.
@@ -44,7 +44,7 @@ def status_of(raw: dict | None, problems: list[str], error: str | None) -> str:
     """``graded`` when nothing went wrong; otherwise what cost points beyond wrong answers."""
     if error:
         return "error: " + one_line(error.strip().splitlines()[-1][:200])
-    found: dict[str, list[str]] = {}  # "timed out": ["heads.split_heads", ...]
+    found: dict[str, list[str]] = {}  # "timed out": ["<module>.<function>", ...]
     failures = [problem(c.get("failure") or {}) for c in (raw or {}).get("checks", []) if not c["passed"]]
     for kind, what in [*(said.partition(": ")[::2] for said in problems), *filter(None, failures)]:
         if what not in found.setdefault(kind, []):
@@ -53,22 +53,24 @@ def status_of(raw: dict | None, problems: list[str], error: str | None) -> str:
     return one_line("; ".join(said)) if said else "graded"
 
 
-def student_record(student: str, raw: dict | None, problems: list[str], notes: list[str], error: str | None,
-                   seconds: float) -> dict:
+def student_record(lab: Lab, student: str, raw: dict | None, problems: list[str], notes: list[str],
+                   error: str | None, seconds: float) -> dict:
     """Everything the reports need about one student, from the lane's raw results."""
-    checks = sorted(raw["checks"] if raw else [], key=lambda c: PARTS.index(c["part"]))  # the documents' order
-    parts = {part: {"points": 0.0, "max_points": 0.0} for part in PARTS}
+    order = lab.part_ids  # the teaching order
+    checks = sorted(raw["checks"] if raw else [], key=lambda c: order.index(c["part"]))
+    parts = {part: {"points": 0.0, "max_points": 0.0} for part in order}
     for part, row in (raw or {}).get("parts", {}).items():
         parts[part] = {"points": row["points"], "max_points": row["max_points"]}
-    for part in PARTS:
+    for part in order:
         parts[part]["misconceptions"] = misconceptions([c for c in checks if c["part"] == part and not c["passed"]])
     return {
+        "lab": lab.name,
         "student": student,
         "status": status_of(raw, problems, error),
         "notes": [*notes, *(raw or {}).get("notes", [])],
         "parts": parts,
         "total": round(sum(p["points"] for p in parts.values()), 6),
-        "max_total": round(sum(p["max_points"] for p in parts.values()), 6) or 100.0,
+        "max_total": round(sum(p["max_points"] for p in parts.values()), 6) or lab.max_points,
         "seconds": round(seconds, 3),
         "checks": [{"part": c["part"], "name": c["check"], "hidden": c["hidden"], "points": c["points"],
                     "passed": c["passed"], "message": "" if c["hidden"] else c["message"], "about": c.get("about", ""),
@@ -85,7 +87,7 @@ def misconceptions(failed: list[dict]) -> list[dict]:
     return sorted(found.values(), key=lambda m: -m["checks"])
 
 
-def gradescope(record: dict) -> dict:
+def gradescope(lab: Lab, record: dict) -> dict:
     """Gradescope's results.json. Hidden checks are tests visible after publication, each with one
     line saying what it checks; the top-level ``output`` (visible at once) holds the public
     feedback only. Gradescope hides the total while any test is hidden, so it reveals nothing."""
@@ -98,7 +100,7 @@ def gradescope(record: dict) -> dict:
                 "output_format": "text"}  # the student's own words, shown as they are, never as Markdown or HTML
         tests.append(test)
     return {"score": record["total"], "execution_time": record["seconds"],
-            "output": feedback_markdown(record, hidden=False), "output_format": "md", "test_output_format": "text",
+            "output": feedback_markdown(lab, record, hidden=False), "output_format": "md", "test_output_format": "text",
             "visibility": "visible", "tests": tests}
 
 
@@ -112,25 +114,25 @@ def hidden_line(check: dict) -> str:
     return f"checks: {check['about']}" if check.get("about") else "a hidden check"
 
 
-def feedback_markdown(record: dict, hidden: bool = True) -> str:
+def feedback_markdown(lab: Lab, record: dict, hidden: bool = True) -> str:
     """The student's feedback; with ``hidden=False`` nothing about hidden checks (Gradescope's
     top-level output, visible before grades are published)."""
     public = [c for c in record["checks"] if not c["hidden"]]
     title = f"{record['total']:g} / {record['max_total']:g}" if hidden else \
         f"public checks {points(public, passed=True):g} / {points(public):g} (hidden checks: after grades are published)"
-    lines = [f"# Attention lab: {title}", ""]
+    lines = [f"# {lab.title}: {title}", ""]
     if record["status"] != "graded":
         lines += ["**What cost points beyond wrong answers:**", "", markdown_block(record["status"]), ""]
     if record["notes"]:
         lines += ["**Notes** (these cost nothing):", "", markdown_block("\n".join(record["notes"])), ""]
-    for part in PARTS:
+    for part in lab.part_ids:
         row = record["parts"][part]
         checks = [c for c in record["checks"] if c["part"] == part]
         shown = [c for c in checks if hidden or not c["hidden"]]
         lines += [f"## {part}: {row['points']:g} / {row['max_points']:g}" if hidden else
                   f"## {part}: {points(shown, passed=True):g} / {points(shown):g}", ""]
         lines += [f"- **depends on {d['part']}**: {dependency_sentence(part, d)}"
-                  for d in dependencies(part, [c for c in record["checks"] if hidden or not c["hidden"]])]
+                  for d in dependencies(lab, part, [c for c in record["checks"] if hidden or not c["hidden"]])]
         for check in checks:
             if check["hidden"]:
                 continue
@@ -192,10 +194,10 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_student(folder: Path, record: dict) -> None:
+def write_student(lab: Lab, folder: Path, record: dict) -> None:
     write_atomically(folder / "summary.json", json.dumps(record, indent=1))
-    write_atomically(folder / "results.json", json.dumps(gradescope(record), indent=1))
-    markdown = feedback_markdown(record)
+    write_atomically(folder / "results.json", json.dumps(gradescope(lab, record), indent=1))
+    markdown = feedback_markdown(lab, record)
     write_atomically(folder / "feedback.md", markdown)
     write_atomically(folder / "feedback.html", markdown_to_html(f"Feedback for {one_line(record['student'])}", markdown))
 
@@ -207,22 +209,36 @@ def load_record(folder: Path) -> dict | None:
         return None
 
 
-def grades_csv(records: list[dict]) -> str:
+def grades_csv(lab: Lab, records: list[dict]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", *PARTS, "total", "max_total", "status", "notes"])
+    writer.writerow(["student", *lab.part_ids, "total", "max_total", "status", "notes"])
     for record in sorted(records, key=lambda r: r["student"]):
-        writer.writerow([csv_cell(record["student"]), *(f"{record['parts'][p]['points']:g}" for p in PARTS),
+        writer.writerow([csv_cell(record["student"]), *(f"{record['parts'][p]['points']:g}" for p in lab.part_ids),
                          f"{record['total']:g}", f"{record['max_total']:g}", csv_cell(record["status"]),
                          csv_cell(one_line("; ".join(record.get("notes", []))))])
     return out.getvalue()
 
 
-def histogram_svg(totals: list[float], width: int = 520, height: int = 180) -> str:
-    """Scores in ten bins of 10 points, as an inline SVG bar chart."""
+def course_csv(runs: list[dict]) -> str:
+    """The course's table: one row per student, one total per lab graded (0 for a lab not handed in)."""
+    labs = [run["lab"] for run in runs]
+    totals = {(run["lab"], record["student"]): record["total"] for run in runs for record in run["records"]}
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["student", *labs, "total"])
+    for student in sorted({student for _, student in totals}):
+        mine = [totals.get((lab, student), 0.0) for lab in labs]
+        writer.writerow([csv_cell(student), *(f"{t:g}" for t in mine), f"{round(sum(mine), 6):g}"])
+    return out.getvalue()
+
+
+def histogram_svg(totals: list[float], maximum: float, width: int = 520, height: int = 180) -> str:
+    """Scores in ten bins of a tenth of ``maximum`` each, as an inline SVG bar chart."""
     bins = [0] * 10
+    step = maximum / 10
     for total in totals:
-        bins[min(int(total // 10), 9)] += 1
+        bins[min(int(total // step), 9)] += 1
     top = max(bins) or 1
     bar = width / 10
     parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 30}' role='img' "
@@ -230,9 +246,9 @@ def histogram_svg(totals: list[float], width: int = 520, height: int = 180) -> s
     for i, count in enumerate(bins):
         h = height * count / top
         parts.append(f"<rect x='{i * bar + 2:.0f}' y='{height - h:.0f}' width='{bar - 4:.0f}' height='{h:.0f}' "
-                     f"fill='#4c78a8'><title>{i * 10}-{i * 10 + 10}: {count}</title></rect>")
+                     f"fill='#4c78a8'><title>{i * step:g}-{(i + 1) * step:g}: {count}</title></rect>")
         parts.append(f"<text x='{i * bar + bar / 2:.0f}' y='{height + 15}' font-size='11' text-anchor='middle'>"
-                     f"{i * 10}</text>")
+                     f"{i * step:g}</text>")
         if count:
             parts.append(f"<text x='{i * bar + bar / 2:.0f}' y='{height - h - 3:.0f}' font-size='11' "
                          f"text-anchor='middle'>{count}</text>")
@@ -240,13 +256,13 @@ def histogram_svg(totals: list[float], width: int = 520, height: int = 180) -> s
     return "".join(parts)
 
 
-def student_row(record: dict) -> str:
-    cells = [html.escape(one_line(record["student"])), *(f"{record['parts'][p]['points']:g}" for p in PARTS),
+def student_row(lab: Lab, record: dict) -> str:
+    cells = [html.escape(one_line(record["student"])), *(f"{record['parts'][p]['points']:g}" for p in lab.part_ids),
              f"<b>{record['total']:g}</b>", html.escape(record["status"])]
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
 
 
-def class_report(records: list[dict]) -> str:
+def class_report(lab: Lab, records: list[dict]) -> str:
     """The class at a glance, one self-contained HTML file."""
     n = len(records)
     totals = [r["total"] for r in records]
@@ -258,25 +274,25 @@ def class_report(records: list[dict]) -> str:
     e = html.escape
     worst = "".join(f"<li>{e(part)}: <code>{e(name)}</code> passed by {rate:.0%}</li>" for rate, part, name in rows[:10])
     table = "".join(f"<tr><td>{e(part)}</td><td><code>{e(name)}</code></td><td>{rate:.0%}</td></tr>"
-                    for rate, part, name in sorted(rows, key=lambda r: (PARTS.index(r[1]), r[2])))
+                    for rate, part, name in sorted(rows, key=lambda r: (lab.part_ids.index(r[1]), r[2])))
     common: dict[str, list] = {}
     for record in records:
-        for part in PARTS:
+        for part in lab.part_ids:
             for mistake in record["parts"][part].get("misconceptions", []):
                 common.setdefault(mistake["id"], [mistake, 0])[1] += 1
     mistakes = "".join(f"<li>{e(m['title'])} ({e(m['id'])}): {count} student{'s' if count > 1 else ''}</li>"
                        for m, count in sorted(common.values(), key=lambda mc: -mc[1])) or "<li>none diagnosed</li>"
-    students = "".join(student_row(r) for r in sorted(records, key=lambda r: r["student"]))
+    students = "".join(student_row(lab, r) for r in sorted(records, key=lambda r: r["student"]))
     mean = sum(totals) / n if n else 0
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Attention lab: class report</title>
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{e(lab.title)}: class report</title>
 <style>body{{font-family:sans-serif;max-width:70em;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:.2em .5em;text-align:left}}</style></head><body>
-<h1>Attention lab: class report</h1>
-<p>{n} students; mean {mean:.1f} / 100; {sum(t == 100 for t in totals)} at full marks.</p>
-<h2>Score distribution</h2>{histogram_svg(totals)}
+<h1>{e(lab.title)}: class report</h1>
+<p>{n} students; mean {mean:.1f} / {lab.max_points:g}; {sum(t == lab.max_points for t in totals)} at full marks.</p>
+<h2>Score distribution</h2>{histogram_svg(totals, lab.max_points)}
 <h2>Most failed checks</h2><ol>{worst}</ol>
 <h2>Most common misconceptions</h2><ul>{mistakes}</ul>
-<h2>Students</h2><table><tr><th>student</th>{"".join(f"<th>{p}</th>" for p in PARTS)}<th>total</th><th>status</th></tr>
+<h2>Students</h2><table><tr><th>student</th>{"".join(f"<th>{p}</th>" for p in lab.part_ids)}<th>total</th><th>status</th></tr>
 {students}</table>
 <h2>Pass rate per check</h2><table><tr><th>part</th><th>check</th><th>passed by</th></tr>{table}</table>
 </body></html>"""

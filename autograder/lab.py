@@ -1,0 +1,115 @@
+"""A lab is a folder: ``source/<lab>/`` with its modules, ``tests/`` (checks, ``points.toml``,
+check helpers, ``misconceptions.toml``), its notebook and ``lab.toml``, the one declaration the
+kit reads (title, parts in teaching order with weight and the parts each builds on).
+
+The same folder layout holds in ``assignments/<lab>/`` and ``solutions/<lab>/`` (the release and
+the reference, written by :mod:`autograder.release`), so a lab is found from any of them: a
+checks folder's parent is its lab.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+DECLARATION = "lab.toml"
+
+
+class LabError(ValueError):
+    """A lab folder without a usable declaration."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One exercise: its id is the module's name, the pytest marker, the section of
+    ``points.toml`` and the value of ``make check PART=``."""
+
+    id: str
+    weight: float
+    title: str = ""
+    uses: tuple[str, ...] = ()  # parts whose modules this part's module builds on
+
+    @property
+    def module(self) -> str:
+        return f"{self.id}.py"
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str  # the folder's name: source/<name>/, submitted/<student>/<name>/
+    title: str
+    parts: tuple[Part, ...]
+
+    @classmethod
+    def load(cls, folder: Path) -> "Lab":
+        """The lab declared in ``folder/lab.toml`` (a lab's source, release or reference folder)."""
+        path = Path(folder) / DECLARATION
+        try:
+            declared = tomllib.loads(path.read_text(encoding="utf-8"))
+            parts = tuple(Part(p["id"], float(p["weight"]), p.get("title", ""), tuple(p.get("uses", ())))
+                          for p in declared["parts"])
+            lab = cls(Path(folder).resolve().name, declared["title"], parts)
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            raise LabError(f"{path}: not a lab declaration ({type(exc).__name__}: {exc})") from exc
+        unknown = {u for p in parts for u in p.uses} - set(lab.part_ids)
+        if unknown or len(set(lab.part_ids)) != len(parts) or not parts:
+            raise LabError(f"{path}: parts must be unique, at least one, and `uses` must name parts "
+                           f"(unknown: {sorted(unknown)})")
+        return lab
+
+    @property
+    def part_ids(self) -> tuple[str, ...]:
+        return tuple(p.id for p in self.parts)
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return tuple(p.module for p in self.parts)
+
+    def part(self, part_id: str) -> Part:
+        return next(p for p in self.parts if p.id == part_id)
+
+    @property
+    def max_points(self) -> float:
+        return sum(p.weight for p in self.parts)
+
+    # -- where its versions live in the kit ---------------------------------------------------------
+    @property
+    def source(self) -> Path:
+        return KIT_ROOT / "source" / self.name
+
+    @property
+    def checks(self) -> Path:
+        return self.source / "tests"
+
+    @property
+    def reference(self) -> Path:
+        return KIT_ROOT / "solutions" / self.name
+
+    @property
+    def release(self) -> Path:
+        return KIT_ROOT / "assignments" / self.name
+
+    @property
+    def notebook(self) -> str | None:
+        """The name (without ``.ipynb``) of the lab's companion notebook, if it has one."""
+        found = sorted(self.source.glob("*.ipynb"))
+        return found[0].stem if found else None
+
+
+def all_labs() -> list[Lab]:
+    """Every lab of the course: each ``source/<lab>/`` with a ``lab.toml``, by name."""
+    return [Lab.load(path.parent) for path in sorted((KIT_ROOT / "source").glob(f"*/{DECLARATION}"))]
+
+
+def find_lab(name: str | None = None) -> Lab:
+    """The lab called ``name``; without a name, the course's only lab (an error when there are more)."""
+    labs = all_labs()
+    if name is None and len(labs) == 1:
+        return labs[0]
+    for lab in labs:
+        if lab.name == name:
+            return lab
+    raise LabError(f"no lab {name!r}: the labs are {', '.join(lab.name for lab in labs) or 'none'}"
+                   if name else f"name a lab (LAB=...): the labs are {', '.join(lab.name for lab in labs)}")
