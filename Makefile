@@ -1,8 +1,10 @@
-# The attention lab. `make grade` and `make test` set everything up themselves.
+# The course's labs (source/<lab>/). `make grade` and `make test` set everything up themselves.
+# LAB=<name> picks one lab; without it a command works on every lab (check and bench: the only one).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
+LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
 .PHONY: grade bench test check release solutions student-bundle gradescope clean
 
@@ -12,40 +14,40 @@ $(READY): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-## make grade [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1]: grade a cohort, write the reports
+## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1]: grade a cohort, lab by lab, write the reports
 ## (NBGRADER=1 also records the points in nbgrader's gradebook)
 grade: $(READY)
-	$(PY) -m autograder grade $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
+	$(PY) -m autograder grade $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
 		$(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) $(if $(NBGRADER),--nbgrader)
 
-## make bench [N=100] [JOBS=n]: grade N copies of the reference solution and print the timings
+## make bench [LAB=name] [N=100] [JOBS=n]: grade N copies of the reference solution and print the timings
 bench: $(READY)
-	$(PY) -m autograder.bench $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
+	$(PY) -m autograder.bench $(LAB_OPTION) $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
 
 ## make test: the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
 test: $(READY)
 	$(PY) -m pytest tests -n auto --maxprocesses=4
 
-## make check [PART=softmax] [SUBMISSION=dir] [VERBOSE=1]: run the checks on a student's modules
+## make check [LAB=name] [PART=part] [SUBMISSION=dir] [VERBOSE=1]: run the checks on a student's modules
 check: $(READY)
-	$(PY) -m autograder check $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION)) \
+	$(PY) -m autograder check $(LAB_OPTION) $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION)) \
 		$(if $(VERBOSE),--verbose)
 
-## make release: write assignments/ (the student version) from source/
+## make release [LAB=name]: write assignments/<lab>/ (the student version) from source/
 release: $(READY)
-	$(PY) -m autograder release
+	$(PY) -m autograder release $(LAB_OPTION)
 
-## make solutions: write solutions/ (the reference version) from source/
+## make solutions [LAB=name]: write solutions/<lab>/ (the reference version) from source/
 solutions: $(READY)
-	$(PY) -m autograder solutions
+	$(PY) -m autograder solutions $(LAB_OPTION)
 
-## make student-bundle: write dist/attention-student/ and .zip (what students get; no solutions)
+## make student-bundle [LAB=name]: write dist/<lab>-student/ and .zip (what students get; no solutions)
 student-bundle: $(READY)
-	$(PY) -m autograder student-bundle
+	$(PY) -m autograder student-bundle $(LAB_OPTION)
 
-## make gradescope: write dist/attention-gradescope.zip (setup.sh and run_autograder at its root)
+## make gradescope [LAB=name]: write dist/<lab>-gradescope.zip (setup.sh and run_autograder at its root)
 gradescope: $(READY)
-	$(PY) -m autograder gradescope-zip
+	$(PY) -m autograder gradescope-zip $(LAB_OPTION)
 
 clean:
 	rm -rf $(VENV) gradebook.db .pytest_cache

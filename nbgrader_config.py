@@ -11,10 +11,11 @@ c.CourseDirectory.db_url = "sqlite:///gradebook.db"  # local to each machine; no
 
 # nbgrader copies non-notebook files verbatim, solutions and hidden tests included
 # (jupyter/nbgrader issue 1237). The kit writes the modules and tests/ itself
-# (autograder/release.py), so nbgrader must not copy them.
+# (autograder/release.py), so nbgrader must not copy them; lab.toml too. README.student.md is
+# the student repository's README: the bundle puts it at the top (autograder/bundle.py).
 c.CourseDirectory.ignore = [
     ".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback",
-    ".pytest_cache", ".hypothesis", "*.py", "tests",
+    ".pytest_cache", ".hypothesis", "*.py", "tests", "lab.toml", "README.student.md",
 ]
 
 # The stub that replaces each solution region is nbgrader's ClearSolutions.code_stub; set it

@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from autograder import PARTS
-from autograder.release import ASSIGNMENT, KIT_ROOT, build, directory
+from autograder.lab import KIT_ROOT, Lab, LabError, all_labs, find_lab
+from autograder.release import build, directory
 from autograder.text import one_line
 
 
@@ -23,32 +23,38 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     timeout = argparse.ArgumentParser(add_help=False)
     timeout.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
-    commands.add_parser("release", help="write assignments/ (stubs, public checks) from source/")
-    commands.add_parser("solutions", help="write solutions/ (reference code, all checks) from source/")
-    check = commands.add_parser("check", parents=[timeout],
+    one_lab = argparse.ArgumentParser(add_help=False)
+    one_lab.add_argument("--lab", help="the lab (a folder of source/; default: the course's only lab)")
+    some_labs = argparse.ArgumentParser(add_help=False)
+    some_labs.add_argument("--lab", help="only this lab (default: every lab of source/)")
+    commands.add_parser("release", parents=[some_labs], help="write assignments/<lab>/ (stubs, public checks) from source/")
+    commands.add_parser("solutions", parents=[some_labs],
+                        help="write solutions/<lab>/ (reference code, all checks) from source/")
+    check = commands.add_parser("check", parents=[timeout, one_lab],
                                 help="run the checks on a submission folder and print the points")
-    check.add_argument("--part", choices=PARTS, help="run one part's checks only")
-    check.add_argument("--submission", type=Path, default=directory("release") / ASSIGNMENT,
-                       help="folder with the six modules (default: assignments/attention)")
+    check.add_argument("--part", help="run one part's checks only (a part of the lab)")
+    check.add_argument("--submission", type=Path, help="folder with the lab's modules (default: assignments/<lab>)")
     check.add_argument("--checks", type=Path, help="folder of checks (default: the submission's tests/)")
-    check.add_argument("--reference", help="reference solution for hidden checks (default: solutions/attention)")
+    check.add_argument("--reference", help="reference solution for hidden checks (default: solutions/<lab>)")
     check.add_argument("--results-json", help="also write the results to this JSON file")
     check.add_argument("--no-sandbox", action="store_true", help="run student code unconfined")
     check.add_argument("-v", "--verbose", action="store_true", help="print every failing check's message")
-    commands.add_parser("student-bundle", help="write dist/attention-student/ and .zip (release, harness, "
-                                               "README, Makefile, GitHub Classroom workflow)")
-    commands.add_parser("gradescope-zip", help="write dist/attention-gradescope.zip (setup.sh, run_autograder)")
+    commands.add_parser("student-bundle", parents=[some_labs], help="write dist/<lab>-student/ and .zip (release, "
+                                                                    "harness, README, Makefile, Classroom workflow)")
+    commands.add_parser("gradescope-zip", parents=[some_labs],
+                        help="write dist/<lab>-gradescope.zip (setup.sh, run_autograder)")
     classroom = commands.add_parser("classroom", help="GitHub Classroom: one reporter result per part, "
                                                       "appended to $GITHUB_OUTPUT")
-    classroom.add_argument("--submission", type=Path, default=directory("release") / ASSIGNMENT,
-                           help="folder with the modules and their tests/ (default: assignments/attention)")
+    classroom.add_argument("--submission", type=Path, required=True,
+                           help="a lab's folder: the modules, lab.toml and tests/")
     classroom.add_argument("--output", type=Path, help="step outputs file (default: $GITHUB_OUTPUT, else stdout)")
     gradescope = commands.add_parser("gradescope", help="Gradescope: grade <root>/submission into "
                                                         "<root>/results/results.json")
     gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
-    grade = commands.add_parser("grade", parents=[timeout], help="grade every submission of a cohort and write the reports")
+    grade = commands.add_parser("grade", parents=[timeout, some_labs],
+                                help="grade every submission of a cohort, lab by lab, and write the reports")
     grade.add_argument("--submissions", type=Path, default=default_submissions(),
-                       help="folder of <student>/attention/ (default: submitted/ if it exists, else examples/submitted/)")
+                       help="folder of <student>/<lab>/ (default: submitted/ if it exists, else examples/submitted/)")
     grade.add_argument("--out", type=Path, default=KIT_ROOT / "grades", help="where the reports go (default: grades/)")
     grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded in parallel")
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
@@ -61,18 +67,21 @@ def main(argv: list[str] | None = None) -> int:
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same scores, slower; see autograder/replay.py)")
     options = parser.parse_args(argv)
+    try:
+        labs = [find_lab(options.lab)] if getattr(options, "lab", None) else all_labs()
+    except LabError as exc:
+        parser.error(str(exc))
 
-    if options.command == "release":
-        print(f"student release written to {build('release')}")
-        return 0
-    if options.command == "solutions":
-        print(f"solutions written to {build('solution')}")
+    if options.command in ("release", "solutions"):
+        for lab in labs:
+            built = build("release" if options.command == "release" else "solution", lab)
+            print(f"{options.command} of {lab.name} written to {built}")
         return 0
     if options.command in ("student-bundle", "gradescope-zip"):
         from autograder.bundle import gradescope_zip, student_bundle
 
-        built = student_bundle() if options.command == "student-bundle" else gradescope_zip()
-        print(f"written: {built}")
+        for lab in labs:
+            print(f"written: {student_bundle(lab) if options.command == 'student-bundle' else gradescope_zip(lab)}")
         return 0
     if options.command == "classroom":
         from autograder.classroom import default_output, run
@@ -85,33 +94,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"score {results['score']:g}; results in {options.root}/results/results.json")
         return 0
     if options.command == "grade":
-        from autograder.grade import grade as grade_cohort
-
-        if not options.submissions.is_dir():
-            parser.error(f"no submissions folder {options.submissions}")
-        run = grade_cohort(options.submissions.resolve(), options.out.resolve(), options.jobs, options.force,
-                           options.call_timeout, options.budget, replay=not options.no_replay)
-        if options.nbgrader:
-            from autograder.gradebook import course_gradebook, record
-
-            gradebook = options.gradebook or course_gradebook()
-            print(f"recorded the points of {record(run['records'], gradebook)} students in {gradebook}")
-        for warning in run["warnings"]:
-            print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
-        for problem in run["ungraded"]:
-            print(f"error: not graded: {one_line(problem)}", file=sys.stderr)
-        print(f"graded {run['graded']} submissions ({run['skipped']} unchanged, skipped) of {run['students']} "
-              f"in {run['seconds']:.1f} s; mean {run['mean']:.1f}/100; reports in {options.out}/ "
-              f"(grades.csv, report.html, students/<student>/feedback.md)")
-        return 1 if run["ungraded"] else 0
+        return grade_command(parser, options, labs)
     import pytest
 
     from autograder.plugin import checks_command_line
 
-    checks = (options.checks or options.submission / "tests").resolve()
+    submission = options.submission or find_lab(options.lab).release
+    checks = (options.checks or submission / "tests").resolve()
     if not (checks / "points.toml").is_file():
         parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")
-    args = checks_command_line(checks, options.submission.resolve(), options.part, options.results_json,
+    try:
+        lab = Lab.load(checks.parent)
+    except LabError as exc:
+        parser.error(str(exc))
+    if options.part and options.part not in lab.part_ids:
+        parser.error(f"no part {options.part!r} in the {lab.name} lab: its parts are {', '.join(lab.part_ids)}")
+    args = checks_command_line(checks, submission.resolve(), options.part, options.results_json,
                                options.reference)
     # The points table and each unfinished part's first failure (the plugin prints them) are
     # what a student needs; --verbose adds every failing check's message.
@@ -119,6 +117,36 @@ def main(argv: list[str] | None = None) -> int:
     if options.no_sandbox:
         args.append("--no-sandbox")
     return int(pytest.main(args))
+
+
+def grade_command(parser, options, labs: list[Lab]) -> int:
+    from autograder.grade import grade_course
+
+    if not options.submissions.is_dir():
+        parser.error(f"no submissions folder {options.submissions}")
+    out = options.out.resolve()
+    runs = grade_course(labs, options.submissions.resolve(), out, jobs=options.jobs, force=options.force,
+                        call_timeout=options.call_timeout, budget=options.budget, replay=not options.no_replay)
+    if not runs:
+        parser.error(f"no student folder in {options.submissions} holds a lab's folder "
+                     f"({', '.join(lab.name for lab in labs)})")
+    if options.nbgrader:
+        from autograder.gradebook import course_gradebook, record
+
+        gradebook = options.gradebook or course_gradebook()
+        for run in runs:
+            print(f"recorded the {run['lab']} points of {record(find_lab(run['lab']), run['records'], gradebook)} "
+                  f"students in {gradebook}")
+    for run in runs:
+        for warning in run["warnings"]:
+            print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
+        for problem in run["ungraded"]:
+            print(f"error: not graded: {run['lab']}: {one_line(problem)}", file=sys.stderr)
+        print(f"{run['lab']}: graded {run['graded']} submissions ({run['skipped']} unchanged, skipped) of "
+              f"{run['students']} in {run['seconds']:.1f} s; mean {run['mean']:.1f}; reports in {out / run['lab']}/ "
+              f"(grades.csv, report.html, students/<student>/feedback.md)")
+    print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
+    return 1 if any(run["ungraded"] for run in runs) else 0
 
 
 if __name__ == "__main__":

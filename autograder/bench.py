@@ -1,6 +1,6 @@
-"""``make bench``: how fast the grader is, measured against importing torch once.
+"""``make bench [LAB=...]``: how fast the grader is on a lab, measured against importing torch once.
 
-Grades ``--copies`` copies of the reference solution (and, to separate the fixed start-up
+Grades ``--copies`` copies of the lab's reference solution (and, to separate the fixed start-up
 cost, one copy per lane), then prints the wall time, the marginal time per submission and
 its ratio to one ``python -c "import torch"`` measured in the same run. The goal is a ratio
 of at most 0.25; nbgrader's autograde takes about 2.2 s a submission here, serially.
@@ -21,24 +21,25 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder.grade import REFERENCE, copy_modules, grade
+from autograder.grade import copy_modules, grade
+from autograder.lab import Lab, find_lab
 
 
-def cohort(folder: Path, copies: int) -> Path:
+def cohort(lab: Lab, folder: Path, copies: int) -> Path:
     for i in range(copies):
-        copy_modules(REFERENCE, folder / f"student{i:04d}" / "attention")
+        copy_modules(lab.reference, folder / f"student{i:04d}" / lab.name)
     return folder
 
 
-def timed_grade(copies: int, jobs: int, work: Path, replay: bool = True) -> tuple[float, int]:
+def timed_grade(lab: Lab, copies: int, jobs: int, work: Path, replay: bool = True) -> tuple[float, int]:
     """Seconds to grade ``copies`` copies, and how many checks passed by replay."""
     name = f"{copies}{'' if replay else '-full'}"
-    submissions = cohort(work / f"cohort{name}", copies)
+    submissions = cohort(lab, work / f"cohort{name}", copies)
     started = time.perf_counter()
     with open(os.devnull, "w") as quiet:
-        run = grade(submissions, work / f"grades{name}", jobs=jobs, force=True, stream=quiet, replay=replay)
+        run = grade(lab, submissions, work / f"grades{name}", jobs=jobs, force=True, stream=quiet, replay=replay)
     elapsed = time.perf_counter() - started
-    assert run["mean"] == 100, f"the reference solution scored {run['mean']} on average"
+    assert run["mean"] == lab.max_points, f"the reference solution scored {run['mean']} on average"
     return elapsed, run["replayed_checks"]
 
 
@@ -53,6 +54,7 @@ def torch_import_seconds(repeats: int = 5) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.bench", description=__doc__)
+    parser.add_argument("--lab", help="the lab to grade (default: the course's only lab)")
     parser.add_argument("--copies", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--full-copies", type=int, default=20,
@@ -61,16 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     jobs = options.jobs
     if 0 < options.full_copies <= jobs:
         parser.error(f"--full-copies must be 0 or more than --jobs ({jobs}): the first copy in each lane is start-up")
-    with tempfile.TemporaryDirectory(prefix="attention-bench-") as tmp:
+    lab = find_lab(options.lab)
+    with tempfile.TemporaryDirectory(prefix="autograder-bench-") as tmp:
         work = Path(tmp)
         import_before = torch_import_seconds()
-        baseline, _ = timed_grade(jobs, jobs, work)  # the first submission of a lane has nothing to replay
-        total, replayed = timed_grade(options.copies, jobs, work)
-        full = timed_grade(options.full_copies, jobs, work, replay=False)[0] if options.full_copies else None
+        baseline, _ = timed_grade(lab, jobs, jobs, work)  # the first submission of a lane has nothing to replay
+        total, replayed = timed_grade(lab, options.copies, jobs, work)
+        full = timed_grade(lab, options.full_copies, jobs, work, replay=False)[0] if options.full_copies else None
         # The fastest of ten, before and after grading: page cache and machine load move it by 20%.
         import_torch = min(import_before, torch_import_seconds())
     marginal = (total - baseline) / max(options.copies - jobs, 1)
-    print(f"submissions graded:          {options.copies} (reference solution, {jobs} jobs)")
+    print(f"submissions graded:          {options.copies} ({lab.name}: reference solution, {jobs} jobs)")
     print(f"total wall time:             {total:.1f} s")
     print(f"fixed start-up (1 per lane): {baseline:.1f} s")
     print(f"marginal time / submission:  {marginal:.3f} s")

@@ -1,13 +1,15 @@
-"""What the kit hands to the platforms: the student bundle and the Gradescope autograder.
+"""What the kit hands to the platforms, per lab: the student bundle and the Gradescope autograder.
 
-``make student-bundle`` writes ``dist/attention-student/`` and ``dist/attention-student.zip``:
+``make student-bundle LAB=<lab>`` writes ``dist/<lab>-student/`` and ``dist/<lab>-student.zip``:
 the release (stubs, notebook, public checks), the harness that runs ``make check``
-(``autograder/``, pinned requirements) and the files in ``platforms/student/`` (README,
-Makefile, the GitHub Classroom workflow). Nothing from ``solutions/`` or the hidden checks.
+(``autograder/``, pinned requirements), the lab's student README and the files in
+``platforms/student/`` (Makefile, the GitHub Classroom workflow, written for the lab's parts).
+Nothing from ``solutions/`` or the hidden checks.
 
-``make gradescope`` writes ``dist/attention-gradescope.zip`` with ``setup.sh`` and
-``run_autograder`` at its root (``platforms/gradescope/``), the harness, every check and
-the reference modules, laid out as in the kit so the grader finds them where it always does.
+``make gradescope LAB=<lab>`` writes ``dist/<lab>-gradescope.zip`` with ``setup.sh`` and
+``run_autograder`` at its root (``platforms/gradescope/``), the harness, the lab's declaration,
+every check and the reference modules, laid out as in the kit so the grader finds them where it
+always does.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from autograder.grade import CHECKS, REFERENCE, copy_modules
-from autograder.release import ASSIGNMENT, KIT_ROOT, directory
+from autograder.grade import copy_modules
+from autograder.lab import DECLARATION, KIT_ROOT, Lab
 
 PLATFORMS = KIT_ROOT / "platforms"
 DIST = KIT_ROOT / "dist"
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".ipynb_checkpoints", "gradebook.db")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so the same kit gives the same bytes
+STUDENT_README = "README.student.md"  # in source/<lab>/: what the student's repository opens with
 
 
 def copy_harness(into: Path) -> None:
@@ -45,25 +48,35 @@ def zip_folder(folder: Path, archive: Path, prefix: str = "") -> Path:
     return archive
 
 
-def student_bundle(dist: Path = DIST) -> Path:
-    root = dist / "attention-student"
+def classroom_workflow(lab: Lab) -> str:
+    """platforms/student/classroom.yml with the reporter fed one runner per part of ``lab``."""
+    template = (PLATFORMS / "student" / "classroom.yml").read_text()
+    env = "".join(f'          {p.upper()}_RESULTS: "${{{{ steps.checks.outputs.{p} }}}}"\n' for p in lab.part_ids)
+    return template.replace("          PARTS_RESULTS: <one line per part>\n", env).replace("<parts>", ",".join(lab.part_ids))
+
+
+def student_bundle(lab: Lab, dist: Path = DIST) -> Path:
+    root = dist / f"{lab.name}-student"
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(directory("release") / ASSIGNMENT, root / ASSIGNMENT, ignore=SKIP)
+    shutil.copytree(lab.release, root / lab.name, ignore=SKIP)
     copy_harness(root)
+    shutil.copy(lab.source / STUDENT_README, root / "README.md")
     student = PLATFORMS / "student"
-    for source, target in (("README.md", "README.md"), ("Makefile", "Makefile"), ("gitignore", ".gitignore"),
-                           ("classroom.yml", ".github/workflows/classroom.yml")):
-        (root / target).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(student / source, root / target)
-    return zip_folder(root, dist / "attention-student.zip", root.name)
+    shutil.copy(student / "gitignore", root / ".gitignore")
+    (root / "Makefile").write_text((student / "Makefile").read_text().replace("LAB := <lab>", f"LAB := {lab.name}"))
+    workflow = root / ".github" / "workflows" / "classroom.yml"
+    workflow.parent.mkdir(parents=True, exist_ok=True)
+    workflow.write_text(classroom_workflow(lab))
+    return zip_folder(root, dist / f"{lab.name}-student.zip", root.name)
 
 
-def gradescope_zip(dist: Path = DIST) -> Path:
-    with tempfile.TemporaryDirectory(prefix="attention-gradescope-") as tmp:
+def gradescope_zip(lab: Lab, dist: Path = DIST) -> Path:
+    with tempfile.TemporaryDirectory(prefix="autograder-gradescope-") as tmp:
         root = Path(tmp)
         copy_harness(root)
-        shutil.copytree(CHECKS, root / CHECKS.relative_to(KIT_ROOT), ignore=SKIP)
-        copy_modules(REFERENCE, root / REFERENCE.relative_to(KIT_ROOT))
+        shutil.copytree(lab.checks, root / lab.checks.relative_to(KIT_ROOT), ignore=SKIP)
+        shutil.copy(lab.source / DECLARATION, root / lab.source.relative_to(KIT_ROOT) / DECLARATION)
+        copy_modules(lab.reference, root / lab.reference.relative_to(KIT_ROOT))
         for name in ("setup.sh", "run_autograder"):
             shutil.copy(PLATFORMS / "gradescope" / name, root / name)
-        return zip_folder(root, dist / "attention-gradescope.zip")
+        return zip_folder(root, dist / f"{lab.name}-gradescope.zip")

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from autograder import PARTS
+from autograder.lab import Lab
 from autograder.plugin import checks_command_line, load_points
 
 
-def runner_results(results: dict, points: dict) -> dict[str, dict]:
+def runner_results(lab: Lab, results: dict, points: dict) -> dict[str, dict]:
     """``{part: runner result}`` for every part, from the checks' results JSON; a part whose
     checks did not run is an ``error`` worth its points, so "Points X/Y" keeps its Y."""
     runners = {}
-    for part in PARTS:
+    for part in lab.part_ids:
         checks = [c for c in results.get("checks", []) if c["part"] == part]
         if not checks:
             runners[part] = {"version": 1, "status": "error", "max_score": round(sum(points.get(part, {}).values()), 6),
@@ -46,17 +46,17 @@ def encode_runner(result: dict) -> str:
 
 
 def run(submission: Path, output: Path | None) -> int:
-    """Grade ``submission`` and write one step output per part (always all six: the reporter
-    needs each); the exit status is 0, so the reporter step runs and decides."""
+    """Grade ``submission`` (a lab's folder) and write one step output per part (always every
+    part: the reporter needs each); the exit status is 0, so the reporter step runs and decides."""
     checks = submission / "tests"
-    with tempfile.TemporaryDirectory(prefix="attention-classroom-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="autograder-classroom-") as tmp:
         results_json = Path(tmp) / "results.json"
         code = pytest.main(checks_command_line(checks, submission, None, str(results_json)) + ["--tb=no"])
         if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and results_json.is_file():
             results = json.loads(results_json.read_text())
         else:
             results = {"error": f"the checks could not run (pytest exit code {int(code)}); see the step's log"}
-    runners = runner_results(results, load_points(checks))
+    runners = runner_results(Lab.load(checks.parent), results, load_points(checks))
     lines = "".join(f"{part}={encode_runner(result)}\n" for part, result in runners.items())
     if output is None:
         print(lines, end="")

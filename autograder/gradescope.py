@@ -20,8 +20,8 @@ import zipfile
 from pathlib import Path
 
 from autograder import reports
-from autograder.grade import MAX_FILE_BYTES, MODULES, grade, part_of_assignment, student_folder
-from autograder.release import ASSIGNMENT
+from autograder.grade import MAX_FILE_BYTES, grade, part_of_lab, student_folder
+from autograder.lab import Lab, find_lab
 
 MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
 MAX_ARCHIVES = 20
@@ -93,13 +93,13 @@ def unpack(archive: Path, budget: ZipBudget, notes: list[str]) -> None:
         notes.append(f"{archive.name}: could not be unpacked ({type(exc).__name__}: {exc})")
 
 
-def find_modules(upload: Path) -> Path | None:
+def find_modules(lab: Lab, upload: Path) -> Path | None:
     """The folder of the upload holding the most of the lab's modules (the shallowest on a tie)."""
     best, best_count = None, 0
     for folder in sorted([upload, *(p for p in upload.rglob("*") if p.is_dir())], key=lambda p: len(p.parts)):
         if len(folder.relative_to(upload).parts) > MAX_DEPTH or "__MACOSX" in folder.parts:
             continue
-        count = sum((folder / module).is_file() for module in MODULES)
+        count = sum((folder / module).is_file() for module in lab.modules)
         if count > best_count:
             best, best_count = folder, count
     return best
@@ -109,20 +109,20 @@ def shown(folder: Path, upload: Path) -> str:
     return str(folder.relative_to(upload)).replace(".zip.contents", ".zip")
 
 
-def collect(upload: Path, into: Path) -> list[str]:
-    """Copy the upload's lab files into ``into`` (a student's ``attention/``); return notes for the student."""
+def collect(lab: Lab, upload: Path, into: Path) -> list[str]:
+    """Copy the upload's files of ``lab`` into ``into`` (a student's ``<lab>/``); return notes for the student."""
     notes: list[str] = []
     into.mkdir(parents=True, exist_ok=True)
     if upload.is_symlink() or not upload.is_dir():
         return ["nothing was uploaded"]
-    work = Path(tempfile.mkdtemp(prefix="attention-upload-"))
+    work = Path(tempfile.mkdtemp(prefix="autograder-upload-"))
     try:
         copy_regular_files(upload, work / "upload", notes)
         unpack_zips(work / "upload", notes)
-        folder = find_modules(work / "upload")
+        folder = find_modules(lab, work / "upload")
         if folder is None:
             notebooks = sorted((work / "upload").rglob("*.ipynb"))
-            notes.append("none of the lab's modules (" + ", ".join(MODULES) + ") was found in the upload"
+            notes.append("none of the lab's modules (" + ", ".join(lab.modules) + ") was found in the upload"
                          + ("; only a notebook: the points come from the modules, so upload them too"
                             if notebooks else ""))
             folder = notebooks[0].parent if notebooks else None
@@ -130,7 +130,7 @@ def collect(upload: Path, into: Path) -> list[str]:
             notes.append(f"the modules were found in {shown(folder, work / 'upload')}/ and graded from there")
         if folder is not None:
             for path in sorted(folder.iterdir()):
-                if path.is_file() and part_of_assignment(path) and path.stat().st_size <= MAX_FILE_BYTES:
+                if path.is_file() and part_of_lab(lab, path) and path.stat().st_size <= MAX_FILE_BYTES:
                     shutil.copyfile(path, into / path.name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -138,14 +138,16 @@ def collect(upload: Path, into: Path) -> list[str]:
 
 
 def run(root: Path, jobs: int = 1) -> dict:
-    """Grade ``root/submission`` into ``root/results/results.json``; return what was written."""
+    """Grade ``root/submission`` into ``root/results/results.json``; return what was written.
+    The autograder zip holds one lab (``make gradescope LAB=...``)."""
     try:
-        with tempfile.TemporaryDirectory(prefix="attention-gradescope-") as tmp:
+        lab = find_lab()
+        with tempfile.TemporaryDirectory(prefix="autograder-gradescope-") as tmp:
             cohort = Path(tmp) / "cohort"
-            notes = collect(root / "submission", cohort / "submission" / ASSIGNMENT)
-            grade(cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
+            notes = collect(lab, root / "submission", cohort / "submission" / lab.name)
+            grade(lab, cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
             record = reports.load_record(student_folder(Path(tmp) / "out", "submission"))
-        results = reports.gradescope(record)
+        results = reports.gradescope(lab, record)
         if notes:
             results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]
     except Exception:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened
