@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="seconds the calls into one module of a submission may take in all")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
-                            "that passed it (same scores, slower; see autograder/replay.py)")
+                            "that passed it (same points, slower; see autograder/replay.py)")
     options = parser.parse_args(argv)
     try:
         labs = [find_lab(options.lab)] if getattr(options, "lab", None) else all_labs()

@@ -142,11 +142,6 @@ def expect_mask(actual, expected: torch.Tensor, what: str, source: str = "") -> 
              f"expected {expected.reshape(-1)[first].item()}, got {actual.reshape(-1)[first].item()}{where}")
 
 
-def future_positions(num_tokens: int) -> torch.Tensor:
-    """The judge's own causal mask: True strictly above the diagonal (a query's future keys)."""
-    return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
-
-
 def load_weights(handle, state: dict, what: str) -> None:
     """Copy ``state`` into a student's module, after checking it has exactly these entries."""
     have = sorted(handle.state_dict())

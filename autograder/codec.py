@@ -17,7 +17,7 @@ import time
 
 import torch
 
-# Only plain numeric dtypes may cross; the decoder rejects anything else.
+# Only plain numeric dtypes may cross; decoding rejects anything else.
 DTYPES = {
     name: getattr(torch, name)
     for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")

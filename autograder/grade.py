@@ -54,7 +54,7 @@ def student_folders(submissions: Path) -> list[Path]:
 
 
 def discover(lab: Lab, submissions: Path) -> list[Submission]:
-    """Every student folder, sorted; a student without ``<lab>/`` is still listed (and scores 0)."""
+    """Every student folder, sorted; a student without ``<lab>/`` is still listed (and gets 0)."""
     return [Submission(entry.name, entry / lab.name) for entry in student_folders(submissions)]
 
 

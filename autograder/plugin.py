@@ -96,7 +96,8 @@ def pytest_configure(config):
     if config.getoption("hypothesis_seed", None) is None:
         config.option.hypothesis_seed = "0"
     torch.set_num_threads(1)  # the judge's tensors are tiny; parallel lanes already fill the cores
-    lab = config.stash[LAB] = Lab.load(Path(config.args[0]).resolve().parent)
+    checks = Path(config.args[0]).resolve()
+    lab = config.stash[LAB] = Lab.load((checks.parent if checks.is_file() else checks).parent)
     for part in lab.part_ids:
         config.addinivalue_line("markers", f"{part}: checks of the {part} part")
     config.addinivalue_line("markers", "hidden: a check students do not see (inside a HIDDEN TESTS fence)")

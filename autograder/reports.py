@@ -234,7 +234,7 @@ def course_csv(runs: list[dict]) -> str:
 
 
 def histogram_svg(totals: list[float], maximum: float, width: int = 520, height: int = 180) -> str:
-    """Scores in ten bins of a tenth of ``maximum`` each, as an inline SVG bar chart."""
+    """Totals in ten bins of a tenth of ``maximum`` each, as an inline SVG bar chart."""
     bins = [0] * 10
     step = maximum / 10
     for total in totals:

@@ -385,7 +385,7 @@ def _capabilities_left() -> bool:
 
 def uid_block_lock(block: int) -> str:
     """The file whose lock (``flock``) a judge holds while it hands out the user ids of ``block``."""
-    return os.path.join(tempfile.gettempdir(), f"attention-worker-uids-{block}.lock")
+    return os.path.join(tempfile.gettempdir(), f"autograder-worker-uids-{block}.lock")
 
 
 class UidPool:

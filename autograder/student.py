@@ -3,11 +3,10 @@
 ``Student(dir)`` starts a worker (:mod:`autograder.worker`) on first use and forwards calls
 to it. Checks read naturally::
 
-    student.softmax.softmax(scores, dim=0)                 # call a function
-    sa = student.seeded(789).projections.SelfAttention_v2(3, 2)   # seeded construction
-    sa(inputs); sa.state_dict(); sa.eval()                 # use the module it built
-    v1, v2 = student.build_in_order(123, ("projections.SelfAttention_v1", 3, 2),
-                                         ("projections.SelfAttention_v2", 3, 2))
+    student.module.function(x, dim=0)                      # call a function of module.py
+    layer = student.seeded(789).module.Layer(3, 2)         # seeded construction
+    layer(inputs); layer.state_dict(); layer.eval()        # use the nn.Module it built
+    a, b = student.build_in_order(123, ("module.Layer", 3, 2), ("module.Other", 3, 2))
 
 Anything that goes wrong on the student's side (an exception, a stub, a missing module, a
 time-out, a dead worker) arrives as :class:`StudentError`: a one-line message and, as data, a
@@ -52,7 +51,7 @@ class Failure:
 
     kind: str  # not_implemented, exception, memory, import, missing, timeout, crashed, protocol, bad_value,
     # bad_request, too_large
-    where: str = ""  # the call ("heads.split_heads")
+    where: str = ""  # the call ("module.function")
     type: str = ""  # the exception's type
     file: str = ""  # the submission's file and line where it happened
     line: int = 0
@@ -215,7 +214,7 @@ class WorkerProcess:
     (forked into a sandbox by the zygote) or not (the reference solution)."""
 
     def __init__(self, root: Path, confined: bool):
-        self.folder = Path(tempfile.mkdtemp(prefix="attention-worker-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
         self.proc, self.pidfd, self.uid, self.sock, self.output = None, None, None, None, None
         self.zygote, self.pid = None, 0
         self.cgroup: cgroup.WorkerCgroup | None = None
@@ -390,7 +389,7 @@ class Student:
     @contextlib.contextmanager
     def forbidding(self, *names: str):
         """While inside, calls into the submission cannot use these library functions (for
-        example ``"torch.softmax"`` in the part where students write softmax): they raise, and
+        example the library's version of a function the part asks students to write): they raise, and
         the call fails with kind ``forbidden``."""
         before, self._shared["forbid"] = self._shared["forbid"], names
         try:
@@ -610,7 +609,7 @@ class Student:
 
 
 def module_of(where: str) -> str:
-    """The module a call goes to ("heads" for "heads.MultiHeadAttention.forward")."""
+    """The module a call goes to ("module" for "module.Layer.forward")."""
     return where.split(".")[0]
 
 
@@ -652,7 +651,7 @@ class Call:
     """One request a check sent, encoded, and its outcome."""
 
     frame: bytes
-    where: str  # what it calls ("softmax.softmax"), for messages without decoding the frame
+    where: str  # what it calls ("module.function"), for messages without decoding the frame
     outcome: Outcome
 
 

@@ -22,7 +22,7 @@ Requests (all optional fields may be omitted):
       from now on, a call that runs longer is interrupted where it is (``SIGALRM``) and answered
       as a time-out that names the student's file and line (the judge kills a worker that does
       not stop when asked).
-Any request may carry ``"forbid": [names]`` (library functions such as ``"torch.softmax"`` that
+Any request may carry ``"forbid": [names]`` (library functions such as ``"torch.sort"`` that
 raise instead of running while it is served: a part that asks students to write one themselves)
 and ``"count": [names]`` (library functions whose calls are counted: the answer is then
 ``{"ok": value, "counts": {name: calls}}``), so a check judges the form of code by running it.
@@ -70,7 +70,7 @@ class Forbidden(Exception):
 
 class Guards:
     """Library functions wrapped once, in place, so that whatever name student code reaches them
-    by (``torch.softmax``, ``getattr(torch, "soft" + "max")``, an alias imported earlier), a
+    by (``torch.sort``, ``getattr(torch, "so" + "rt")``, an alias imported earlier), a
     request can forbid them or count their calls while it is served."""
 
     def __init__(self):
@@ -274,7 +274,7 @@ def describe_exception(exc: BaseException) -> str:
 
 
 def student_frames(exc: BaseException, root: str) -> list[traceback.FrameSummary]:
-    """The traceback's frames in the submission's files, named relative to it ("heads.py")."""
+    """The traceback's frames in the submission's files, named relative to it ("module.py")."""
     frames = []
     for frame in traceback.extract_tb(exc.__traceback__):
         path = os.path.realpath(frame.filename)
@@ -323,7 +323,7 @@ def error_answer(exc: BaseException, request: dict, root: str, timeout: float) -
     if isinstance(exc, Forbidden):
         return {**answer, "kind": "forbidden", "type": "", "message": str(exc)}
     if isinstance(exc, NotImplementedError) and frames:
-        # Name the stub that raised ("masking.CausalAttention"), not the call that led there.
+        # Name the stub that raised ("module.Layer"), not the call that led there.
         code = innermost_student_code(exc, root)
         stub = f"{os.path.splitext(os.path.basename(code.co_filename))[0]}.{code.co_qualname.removesuffix('.__init__')}"
         return {**answer, "kind": "not_implemented", "message": f"not implemented yet: {stub}", "where": stub}

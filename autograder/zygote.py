@@ -30,8 +30,8 @@ def warm_up() -> None:
     gradient imports sympy and mpmath (0.3-0.5 s), which every forked worker would pay again."""
     layer = torch.nn.Linear(4, 4).double()
     x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
-    scores = torch.softmax(layer(x) @ x.transpose(-2, -1), dim=-1)
-    out = torch.where(scores > 0.3, torch.nn.functional.dropout(scores, 0.5), torch.zeros_like(scores))
+    weights = torch.sigmoid(layer(x) @ x.transpose(-2, -1))
+    out = torch.where(weights > 0.3, weights * torch.bernoulli(torch.full_like(weights, 0.5)), torch.zeros_like(weights))
     out.backward(torch.ones_like(out))
 
 

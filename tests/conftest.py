@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from autograder.lab import Lab
+
 KIT = Path(__file__).resolve().parent.parent
 SOURCE = KIT / "source" / "attention"
 CHECKS = SOURCE / "tests"
 RELEASE = KIT / "assignments" / "attention"
 SOLUTIONS = KIT / "solutions" / "attention"
 WRONG_MODULES = Path(__file__).resolve().parent / "wrong_modules"
+LAB = Lab.load(SOURCE)
+PARTS = LAB.part_ids
 
 
 def grade(submission: Path, results: Path, part: str | None = None) -> dict:

@@ -24,7 +24,7 @@ import mistune
 import pytest
 
 from autograder import cgroup, sandbox
-from conftest import KIT, SOLUTIONS
+from conftest import KIT, LAB, SOLUTIONS
 
 HONEST = "b_honest"
 
@@ -55,11 +55,11 @@ def run_grade(cohort: Path, out: Path, env: dict | None = None, own_pid_namespac
 
 
 def rows(out: Path) -> dict[str, dict]:
-    return {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+    return {row["student"]: row for row in csv.DictReader(io.StringIO((out / LAB.name / "grades.csv").read_text()))}
 
 
 def feedback(out: Path, student: str) -> str:
-    return (out / "students" / student / "feedback.md").read_text()
+    return (out / LAB.name / "students" / student / "feedback.md").read_text()
 
 
 def assert_honest_twin_unharmed(out: Path) -> None:
@@ -357,10 +357,10 @@ def test_student_text_is_neutralised_in_every_output(tmp_path):
     run = run_grade(cohort_with(tmp_path, NAME, {"softmax": INJECTOR}), out)
     assert run.returncode == 0, run.stderr[-3000:]
     assert_honest_twin_unharmed(out)
-    texts = {"stderr": run.stderr, "stdout": run.stdout, "grades.csv": (out / "grades.csv").read_text(),
-             "report.html": (out / "report.html").read_text()}
+    texts = {"stderr": run.stderr, "stdout": run.stdout, "grades.csv": (out / LAB.name / "grades.csv").read_text(),
+             "report.html": (out / LAB.name / "report.html").read_text()}
     for name in ("feedback.md", "feedback.html", "results.json"):
-        texts[name] = (out / "students" / NAME / name).read_text()
+        texts[name] = (out / LAB.name / "students" / NAME / name).read_text()
     for where, text in texts.items():
         assert not any(c in text for c in "\x1b\x07\u202e"), where
     assert [name for name in rows(out) if "HYPERLINK" in name] == ["'=HYPERLINK(\"x\")\\x1b[31m"]
@@ -384,7 +384,7 @@ def test_a_linked_submission_folder_is_not_followed(tmp_path):
     assert_honest_twin_unharmed(out)
     for student in ("a_reader", "a_lister"):
         assert rows(out)[student]["total"] == "0" and "is a link" in rows(out)[student]["status"]
-    assert "points.toml" not in (out / "grades.csv").read_text()
+    assert "points.toml" not in (out / LAB.name / "grades.csv").read_text()
 
 
 # 7. Staging and output paths cannot collide, whatever the student names.

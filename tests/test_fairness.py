@@ -16,8 +16,7 @@ import sys
 
 import pytest
 
-from autograder import PARTS
-from conftest import KIT, SOLUTIONS
+from conftest import KIT, LAB, PARTS, SOLUTIONS
 
 FULL = {"scores": 10, "softmax": 15, "projections": 20, "masking": 20, "dropout": 10, "heads": 25}
 LOOP = "    while True:\n        pass\n"
@@ -65,6 +64,7 @@ def graded(tmp_path_factory):
     run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
                           "--jobs", "2", "--force"], cwd=KIT, capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stderr[-3000:]
+    out = out / LAB.name  # the lab's reports
     return out, {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
 
 

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from autograder import PARTS, reports
+from autograder import reports
 from autograder.grade import grade
-from conftest import KIT, SOLUTIONS
+from conftest import KIT, LAB, PARTS, SOLUTIONS
 
 DEMO = KIT / "examples" / "submitted"
 FULL_MARKS = {"ada", "ben", "chen"}
@@ -30,7 +30,7 @@ def demo(tmp_path_factory):
     run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(DEMO), "--out", str(out),
                           "--jobs", "2"], cwd=KIT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    return out, run
+    return out / LAB.name, run  # the lab's reports
 
 
 def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(demo):
@@ -43,6 +43,8 @@ def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(de
     for student, row in table.items():
         assert (float(row["total"]) == 100) == (student in FULL_MARKS), row
         assert sum(float(row[p]) for p in PARTS) == pytest.approx(float(row["total"]))
+    course = list(csv.DictReader(io.StringIO((out.parent / "grades.csv").read_text())))  # one total per lab
+    assert {row["student"]: row[LAB.name] for row in course} == {s: row["total"] for s, row in table.items()}
 
 
 def test_each_mistake_costs_points_in_its_own_part(demo):
@@ -118,15 +120,15 @@ def test_a_second_run_grades_nothing_and_a_changed_file_is_graded_again(tmp_path
     for student in ("amy", "bo"):
         shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     out = tmp_path / "out"
-    first = grade(cohort, out, jobs=2, stream=io.StringIO())
+    first = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
     assert first["graded"] == 2
-    again = grade(cohort, out, jobs=2, stream=io.StringIO())
+    again = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
     assert (again["graded"], again["skipped"]) == (0, 2)
     softmax = cohort / "bo" / "attention" / "softmax.py"
     softmax.write_text(softmax.read_text() + "# one more line\n")
-    changed = grade(cohort, out, jobs=2, stream=io.StringIO())
+    changed = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
     assert (changed["graded"], changed["skipped"]) == (1, 1)
-    forced = grade(cohort, out, jobs=2, force=True, stream=io.StringIO())
+    forced = grade(LAB, cohort, out, jobs=2, force=True, stream=io.StringIO())
     assert forced["graded"] == 2
 
 
@@ -134,7 +136,7 @@ def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):
     subset = tmp_path / "subset"
     for student in ("lea", "eli", "dara"):
         shutil.copytree(DEMO / student, subset / student, symlinks=True)
-    grade(subset, tmp_path / "serial", jobs=1, stream=io.StringIO())
+    grade(LAB, subset, tmp_path / "serial", jobs=1, stream=io.StringIO())
     for student in ("lea", "eli", "dara"):
         mine = json.loads((tmp_path / "serial" / "students" / student / "results.json").read_text())
         theirs = json.loads((demo[0] / "students" / student / "results.json").read_text())
@@ -150,13 +152,14 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
                             "--jobs", "1"], cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     deadline = time.monotonic() + 300
-    while not list(out.glob("students/*/results.json")) and time.monotonic() < deadline:
+    while not list(out.glob(f"{LAB.name}/students/*/results.json")) and time.monotonic() < deadline:
         time.sleep(0.2)
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
+    out = out / LAB.name  # the lab's reports
     finished = {p.parent.name for p in out.glob("students/*/.fingerprint")}
     assert 1 <= len(finished) < 6
-    resumed = grade(cohort, out, jobs=2, stream=io.StringIO())
+    resumed = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
     assert resumed["skipped"] == len(finished) and resumed["graded"] == 6 - len(finished)
     assert all(row["total"] == "100" for row in rows(out).values())
 
@@ -173,7 +176,7 @@ def test_broken_inputs_never_stop_the_batch(tmp_path):
     shutil.copytree(SOLUTIONS, helper, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     (helper / "conftest.py").write_text("import pytest\n")
     (helper / "document_tensors.py").write_text("raise SystemExit\n")
-    run = grade(cohort, tmp_path / "out", jobs=2, stream=io.StringIO())
+    run = grade(LAB, cohort, tmp_path / "out", jobs=2, stream=io.StringIO())
     assert run["students"] == 4
     table = rows(tmp_path / "out")
     assert table["empty"]["total"] == "0" and "no attention/ folder" in table["empty"]["status"]
@@ -220,11 +223,11 @@ def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
     for rank, student in enumerate(reversed(students)):
         shutil.copytree(cohort / student, backwards / f"{rank:02d}-{student}", symlinks=True)
 
-    full = grade(cohort, tmp_path / "full", jobs=1, stream=io.StringIO(), replay=False)
+    full = grade(LAB, cohort, tmp_path / "full", jobs=1, stream=io.StringIO(), replay=False)
     assert full["replayed_checks"] == 0
     checks = len(json.loads((tmp_path / "full" / "students" / "a_reference" / "results.json").read_text())["tests"])
     for folder, run in ((cohort, "replayed"), (backwards, "replayed-backwards")):
-        replayed = grade(folder, tmp_path / run, jobs=1, stream=io.StringIO())
+        replayed = grade(LAB, folder, tmp_path / run, jobs=1, stream=io.StringIO())
         assert replayed["replayed_checks"] > checks  # a whole copy of the reference, and more
         for rank, student in enumerate(reversed(students)):
             name = student if folder is cohort else f"{rank:02d}-{student}"
@@ -240,12 +243,12 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
         shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     write_student = reports.write_student
 
-    def disk_full_for_one(folder, record):
+    def disk_full_for_one(lab, folder, record):
         if record["student"] == "a_full_disk":
             raise OSError(28, "No space left on device")
-        write_student(folder, record)
+        write_student(lab, folder, record)
 
     monkeypatch.setattr(reports, "write_student", disk_full_for_one)
-    run = grade(cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
+    run = grade(LAB, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
     assert [r["student"] for r in run["records"]] == ["b_fine"]
     assert run["ungraded"] and run["ungraded"][0].startswith("a_full_disk: OSError")

@@ -18,7 +18,7 @@ def grade_into_gradebook(cohort: Path, out: Path, db_url: str) -> None:
     run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
                           "--nbgrader", "--gradebook", db_url], cwd=KIT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert f"recorded the points of 2 students in {db_url}" in run.stdout
+    assert f"recorded the attention points of 2 students in {db_url}" in run.stdout
 
 
 def nbgrader_export(db_url: str, tmp_path: Path) -> dict[str, dict]:

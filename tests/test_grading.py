@@ -5,11 +5,10 @@ import tomllib
 import pytest
 import torch
 
-from autograder import PARTS
 from autograder.misconceptions import Diagnoser, Misconception, load_catalogue
 from autograder.release import hidden_line_ranges
 from autograder.student import Student
-from conftest import CHECKS, SOLUTIONS, WRONG_MODULES, grade, submission_with
+from conftest import CHECKS, LAB, PARTS, SOLUTIONS, WRONG_MODULES, grade, submission_with
 
 
 def failed(results: dict, part: str | None = None) -> dict[str, str]:
@@ -40,10 +39,9 @@ def test_stub_messages_name_the_part_and_function(stub_results):
 
 def test_points_declared_once_and_summing_to_the_weights():
     points = tomllib.loads((CHECKS / "points.toml").read_text())
-    weights = points.pop("weights")
-    assert list(weights) == list(PARTS) and sum(weights.values()) == 100
-    for part in PARTS:
-        assert sum(points[part].values()) == pytest.approx(weights[part]), part
+    assert list(points) == list(PARTS) and LAB.max_points == 100
+    for part in LAB.parts:
+        assert sum(points[part.id].values()) == pytest.approx(part.weight), part
 
 
 def test_every_check_has_points_and_every_points_entry_a_check(solution_results):

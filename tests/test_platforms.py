@@ -13,10 +13,9 @@ import jsonschema
 import pytest
 import yaml
 
-from autograder import PARTS
 from autograder.bundle import gradescope_zip, student_bundle
 from autograder.release import hidden_line_ranges, solution_line_ranges
-from conftest import KIT, RELEASE, SOLUTIONS
+from conftest import KIT, LAB, PARTS, RELEASE, SOLUTIONS
 from test_release import secret_lines
 
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
@@ -27,7 +26,7 @@ SCHEMA = json.loads((Path(__file__).parent / "gradescope_results.schema.json").r
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    return {"student": student_bundle(out), "gradescope": gradescope_zip(out)}
+    return {"student": student_bundle(LAB, out), "gradescope": gradescope_zip(LAB, out)}
 
 
 def unzip(archive: Path, into: Path) -> Path:
@@ -204,7 +203,7 @@ def test_gradescope_grades_each_demo_student(dist, tmp_path, student):
         assert results["output"].startswith("**About your upload:** dropout.py: a link, left out")
         assert "What cost points beyond wrong answers" in results["output"] and "(these cost nothing)" in results["output"]
     else:
-        assert results["output"].startswith("# Attention lab:")
+        assert results["output"].startswith(f"# {LAB.title}:")
 
 
 def test_gradescope_finds_modules_in_a_sub_folder_and_in_a_zip(dist, tmp_path):

@@ -8,7 +8,7 @@ from nbgrader.preprocessors import ClearSolutions
 
 from autograder.release import (build, course_config, hidden_line_ranges, kit_files,
                                 solution_line_ranges)
-from conftest import KIT, RELEASE, SOLUTIONS, SOURCE
+from conftest import KIT, LAB, RELEASE, SOLUTIONS, SOURCE
 
 
 def lines_in(text: str, spans: list[range]) -> set[str]:
@@ -119,6 +119,6 @@ def tree(root):
 
 @pytest.mark.parametrize("kind, committed", [("release", RELEASE), ("solution", SOLUTIONS)])
 def test_generated_folder_is_what_the_build_writes(tmp_path, kind, committed):
-    fresh = build(kind, tmp_path)
+    fresh = build(kind, LAB, tmp_path)
     assert tree(fresh) == tree(committed), (
         f"{committed.relative_to(KIT)} is stale: run `make release solutions` and commit the result")

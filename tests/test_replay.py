@@ -120,13 +120,16 @@ def test_property_examples_do_not_depend_on_which_local_modules_are_imported(tmp
     """`make check`, a grading lane and Gradescope import different kit modules; the examples
     a seed draws must not change with them (hypothesis draws literals of imported local
     modules unless the plugin stops it), or a grade would depend on where it was computed."""
-    (tmp_path / "test_draws.py").write_text(DRAWING_CHECK)
+    checks = tmp_path / "lab" / "tests"
+    checks.mkdir(parents=True)
+    (checks / "test_draws.py").write_text(DRAWING_CHECK)
+    (checks.parent / "lab.toml").write_text('title = "draws"\n[[parts]]\nid = "draws"\nweight = 1\n')
     (tmp_path / "many_constants.py").write_text(f"CONSTANTS = {[123_457 + i for i in range(50)]}\n")
     drawn = []
     for extra in ([], ["-p", "many_constants"]):
         out = tmp_path / f"drawn{len(drawn)}.json"
         env = {**os.environ, "PYTHONPATH": f"{KIT}{os.pathsep}{tmp_path}", "DRAWN_TO": str(out)}
-        subprocess.run([sys.executable, "-m", "pytest", str(tmp_path / "test_draws.py"), "-p", "autograder.plugin",
+        subprocess.run([sys.executable, "-m", "pytest", str(checks / "test_draws.py"), "-p", "autograder.plugin",
                         "-p", "no:cacheprovider", "-q", *extra], cwd=tmp_path, env=env, check=True,
                        capture_output=True, timeout=300)
         drawn.append(json.loads(out.read_text()))

@@ -6,12 +6,12 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import (expect_close, expect_document, expect_equal, expect_finite, expect_mask,
-                               expect_tensor, expect_unmodified, fail, future_positions, random_tensor)
+                               expect_tensor, expect_unmodified, fail, random_tensor)
 from document_tensors import (CAUSAL_ATTENTION_SEED123, CAUSAL_MASK7, CAUSAL_WEIGHTS, MASK6_INT, MASKED_SCORES,
                               MASKED_SOFTMAXED_WEIGHTS, MINUS_1E10_MASKED, SIMPLE_MASK6_INT, TRICK_AVERAGES, TRICK_B,
                               TRIL3, UNIFORM_CAUSAL_WEIGHTS8, V2_AFTER_V1_WEIGHTS, XBOW_CHANNEL1, XBOW_FIRST,
                               YOUR_JOURNEY, seed42_trick_input, seed123_v2_weights)
-from trusted import causal_weights, dropped_out
+from trusted import causal_weights, dropped_out, future_positions
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 LINEAR = "torch.nn.modules.linear.Linear"

