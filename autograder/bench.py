@@ -8,13 +8,16 @@ of at most 0.25; nbgrader's autograde takes about 2.2 s a submission here, seria
 Copies of one solution answer every check alike, so after the first copy in each lane every
 check passes by replay (:mod:`autograder.replay`): the students' code still runs, the judge's
 side does not. A submission unlike any earlier one gets no replay, so the bench also grades
-``--full-copies`` copies with replay off and prints that marginal time too.
+``--full-copies`` copies with replay off and prints that marginal time too, and the lab's demo
+cohort (``examples/submitted/*/<lab>/``) cycled to ``--copies`` submissions: wrong answers,
+stubs and crashes, as a real class hands in.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +25,7 @@ import time
 from pathlib import Path
 
 from autograder.grade import copy_modules, grade
-from autograder.lab import Lab, find_lab
+from autograder.lab import KIT_ROOT, Lab, find_lab
 
 
 def cohort(lab: Lab, folder: Path, copies: int) -> Path:
@@ -31,15 +34,24 @@ def cohort(lab: Lab, folder: Path, copies: int) -> Path:
     return folder
 
 
-def timed_grade(lab: Lab, copies: int, jobs: int, work: Path, replay: bool = True) -> tuple[float, int]:
-    """Seconds to grade ``copies`` copies, and how many checks passed by replay."""
-    name = f"{copies}{'' if replay else '-full'}"
-    submissions = cohort(lab, work / f"cohort{name}", copies)
+def mixed_cohort(lab: Lab, folder: Path, copies: int) -> Path:
+    """The lab's demo cohort, cycled to ``copies`` submissions."""
+    demo = sorted(p for p in (KIT_ROOT / "examples" / "submitted").glob(f"*/{lab.name}") if p.is_dir())
+    for i in range(copies):
+        shutil.copytree(demo[i % len(demo)], folder / f"student{i:04d}" / lab.name, symlinks=True)
+    return folder
+
+
+def timed_grade(lab: Lab, copies: int, jobs: int, work: Path, replay: bool = True, mixed: bool = False) -> tuple[float, int]:
+    """Seconds to grade ``copies`` copies of the reference (or of the demo cohort, ``mixed``), and
+    how many checks passed by replay."""
+    name = f"{copies}{'' if replay else '-full'}{'-mixed' if mixed else ''}"
+    submissions = (mixed_cohort if mixed else cohort)(lab, work / f"cohort{name}", copies)
     started = time.perf_counter()
     with open(os.devnull, "w") as quiet:
         run = grade(lab, submissions, work / f"grades{name}", jobs=jobs, force=True, stream=quiet, replay=replay)
     elapsed = time.perf_counter() - started
-    assert run["mean"] == lab.max_points, f"the reference solution scored {run['mean']} on average"
+    assert mixed or run["mean"] == lab.max_points, f"the reference solution scored {run['mean']} on average"
     return elapsed, run["replayed_checks"]
 
 
@@ -70,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline, _ = timed_grade(lab, jobs, jobs, work)  # the first submission of a lane has nothing to replay
         total, replayed = timed_grade(lab, options.copies, jobs, work)
         full = timed_grade(lab, options.full_copies, jobs, work, replay=False)[0] if options.full_copies else None
+        mixed, mixed_replayed = timed_grade(lab, options.copies, jobs, work, mixed=True)
         # The fastest of ten, before and after grading: page cache and machine load move it by 20%.
         import_torch = min(import_before, torch_import_seconds())
     marginal = (total - baseline) / max(options.copies - jobs, 1)
@@ -85,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         full_marginal = (full - baseline) / (options.full_copies - jobs)
         print(f"without replay ({options.full_copies} copies): marginal {full_marginal:.3f} s, ratio "
               f"{full_marginal / import_torch:.2f} (a submission unlike every earlier one)")
+    mixed_marginal = (mixed - baseline) / max(options.copies - jobs, 1)
+    print(f"the demo cohort cycled to {options.copies}: total {mixed:.1f} s, marginal {mixed_marginal:.3f} s, ratio "
+          f"{mixed_marginal / import_torch:.2f}, {mixed_replayed} checks passed by replay")
     return 0
 
 
