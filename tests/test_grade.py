@@ -252,3 +252,11 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
     run = grade(LAB, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
     assert [r["student"] for r in run["records"]] == ["b_fine"]
     assert run["ungraded"] and run["ungraded"][0].startswith("a_full_disk: OSError")
+
+
+def test_bench_prints_the_reference_copies_and_the_demo_cohort():
+    run = subprocess.run([sys.executable, "-m", "autograder.bench", "--copies", "4", "--jobs", "2", "--full-copies", "0"],
+                         cwd=KIT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"({LAB.name}: reference solution, 2 jobs)" in run.stdout
+    assert "the demo cohort cycled to 4: total" in run.stdout
