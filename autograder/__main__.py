@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autograder.lab import KIT_ROOT, Lab, LabError, all_labs, find_lab
 from autograder.release import build, directory
+from autograder.student import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.text import one_line
 
 
@@ -22,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     timeout = argparse.ArgumentParser(add_help=False)
-    timeout.add_argument("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
+    timeout.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT,
+                         help=f"seconds one call into student code may take (default: {CALL_TIMEOUT:g})")
     one_lab = argparse.ArgumentParser(add_help=False)
     one_lab.add_argument("--lab", help="the lab (a folder of source/; default: the course's only lab)")
     some_labs = argparse.ArgumentParser(add_help=False)
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--nbgrader", action="store_true",
                        help="also record each student's points per part in nbgrader's gradebook")
     grade.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
-    grade.add_argument("--budget", type=float, default=60.0,
+    grade.add_argument("--budget", type=float, default=MODULE_BUDGET,
                        help="seconds the calls into one module of a submission may take in all")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "

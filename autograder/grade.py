@@ -30,6 +30,7 @@ from pathlib import Path
 
 from autograder import reports
 from autograder.lab import KIT_ROOT, Lab
+from autograder.student import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.text import one_line
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -203,8 +204,8 @@ class Progress:
             self.stream.flush()
 
 
-def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = False, call_timeout: float = 10.0,
-          budget: float = 60.0, stream=sys.stderr, replay: bool = True) -> dict:
+def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = False,
+          call_timeout: float = CALL_TIMEOUT, budget: float = MODULE_BUDGET, stream=sys.stderr, replay: bool = True) -> dict:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.replay`)."""
     started = time.monotonic()

@@ -21,6 +21,7 @@ import traceback
 import pytest
 
 from autograder.plugin import checks_command_line
+from autograder.student import CALL_TIMEOUT, MODULE_BUDGET
 
 
 def grade_one(job: dict, checks: str, reference: str | None, timeout: float, budget: float,
@@ -48,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder lane")
     parser.add_argument("--checks", required=True)
     parser.add_argument("--reference")
-    parser.add_argument("--call-timeout", type=float, default=10.0)
-    parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT)
+    parser.add_argument("--budget", type=float, default=MODULE_BUDGET)
     parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.replay)")
     options = parser.parse_args(argv)
     resource.setrlimit(resource.RLIMIT_AS, (JUDGE_MEMORY_BYTES, JUDGE_MEMORY_BYTES))

@@ -27,7 +27,7 @@ import torch
 
 from autograder.codec import HandleRef, decode_frame
 from autograder.grade import copy_modules
-from autograder.student import Call, Student, StudentError
+from autograder.student import CALL_TIMEOUT, Call, Student, StudentError
 
 CATALOGUE = "misconceptions.toml"
 
@@ -95,7 +95,7 @@ class Diagnoser:
     """Runs the mutants of a catalogue and matches failed checks' calls against them."""
 
     def __init__(self, catalogue: dict[str, list[Misconception]], reference: Path, confined: bool,
-                 timeout: float = 10.0):
+                 timeout: float = CALL_TIMEOUT):
         self.catalogue, self.reference, self.timeout = catalogue, Path(reference), timeout
         self.confined = confined  # like the student's workers: each in a sandbox (and user id) of its own
         self.folder: Path | None = None

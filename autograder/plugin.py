@@ -33,7 +33,7 @@ from autograder.misconceptions import shared_diagnoser
 from autograder.release import hidden_line_ranges
 from autograder.replay import Replays
 from autograder.reports import write_atomically
-from autograder.student import Student, StudentError
+from autograder.student import CALL_TIMEOUT, MODULE_BUDGET, Student, StudentError
 from autograder.text import printable
 
 POINTS_FILE = "points.toml"
@@ -82,8 +82,9 @@ def pytest_addoption(parser):
     group.addoption("--reference", help="folder holding the reference modules, for hidden checks "
                                         "(default: the kit's solutions/<lab>)")
     group.addoption("--results-json", help="write every check's result and the points to this file")
-    group.addoption("--call-timeout", type=float, default=10.0, help="seconds one call into student code may take")
-    group.addoption("--budget", type=float, default=300.0, help="seconds the calls into one student module may take together")
+    group.addoption("--call-timeout", type=float, default=CALL_TIMEOUT, help="seconds one call into student code may take")
+    group.addoption("--budget", type=float, default=MODULE_BUDGET,
+                    help="seconds the calls into one student module may take together")
     group.addoption("--no-sandbox", action="store_true", help="run student code in an unconfined worker")
     group.addoption("--no-replay", action="store_true",
                     help="run every check in full, even on answers an earlier passing run got (autograder.replay)")

@@ -87,6 +87,11 @@ class StudentError(Exception):
         return self.failure.where
 
 
+# The grading limits every entry point (make check, make grade, a lane, Gradescope, Classroom)
+# starts from, declared once: seconds one call into student code may take, and seconds all the
+# calls into one module of a submission may take together.
+CALL_TIMEOUT = 10.0
+MODULE_BUDGET = 60.0
 FORK_TIMEOUT = 60.0  # seconds the zygote may take to answer a fork request
 # A worker interrupts a call at its time-out and answers; the judge kills it only when it has
 # not answered this much later (student code that catches the interruption, or a long C call).
@@ -370,7 +375,7 @@ class Student:
     functions are pure and whose checks repeat the same derandomized calls for every submission.
     """
 
-    def __init__(self, root, timeout: float = 10.0, confined: bool = False, budget: float = 600.0,
+    def __init__(self, root, timeout: float = CALL_TIMEOUT, confined: bool = False, budget: float = MODULE_BUDGET,
                  memoize: bool = False, seed: int | None = None, _shared=None):
         self.root = Path(root).resolve()
         self.timeout, self.confined, self.budget = timeout, confined, budget
