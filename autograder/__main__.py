@@ -136,8 +136,9 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         from autograder.gradebook import course_gradebook, record
 
         gradebook = options.gradebook or course_gradebook()
+        by_name = {lab.name: lab for lab in labs}
         for run in runs:
-            print(f"recorded the {run['lab']} points of {record(find_lab(run['lab']), run['records'], gradebook)} "
+            print(f"recorded the {run['lab']} points of {record(by_name[run['lab']], run['records'], gradebook)} "
                   f"students in {gradebook}")
     for run in runs:
         for warning in run["warnings"]:

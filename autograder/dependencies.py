@@ -1,7 +1,7 @@
 """Which other parts' modules may have cost a part its failed checks: the feedback of that part
 says so in one line (a part whose module builds a class of another part's module; a module that
-does not import fails the checks of every part that imports it). Works on check entries as the plugin and the reports hold them
-(``part``, ``passed``, ``failure``)."""
+does not import fails the checks of every part that imports it). Works on check entries as the
+plugin and the reports hold them (``part``, ``passed``, ``failure``)."""
 
 from __future__ import annotations
 

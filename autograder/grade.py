@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import reports
-from autograder.lab import KIT_ROOT, Lab
+from autograder.lab import DECLARATION, KIT_ROOT, Lab
 from autograder.student import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.text import one_line
 
@@ -61,7 +61,8 @@ def discover(lab: Lab, submissions: Path) -> list[Submission]:
 
 def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
     """The labs some student of ``submissions`` handed in a folder for."""
-    return [lab for lab in labs if any((entry / lab.name).exists() for entry in student_folders(submissions))]
+    folders = student_folders(submissions)
+    return [lab for lab in labs if any((entry / lab.name).exists() for entry in folders)]
 
 
 def part_of_lab(lab: Lab, path: Path) -> bool:
@@ -126,7 +127,7 @@ def unreadable(name: str, data: bytes) -> str | None:
 
 def kit_fingerprint(lab: Lab) -> str:
     """What a grade depends on besides the submission: the lab's declaration, checks and reference."""
-    digest = hashlib.sha256((lab.source / "lab.toml").read_bytes())
+    digest = hashlib.sha256((lab.source / DECLARATION).read_bytes())
     for folder in (lab.checks, lab.reference):
         for path in sorted(folder.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:

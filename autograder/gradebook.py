@@ -52,6 +52,7 @@ def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
     """Write each student's points per part of ``lab`` into the gradebook; return how many students."""
     db_url = db_url or course_gradebook()
     register_assignment(lab, db_url)
+    notebook = lab.notebook
     with Gradebook(db_url) as gb, warnings.catch_warnings():
         # nbgrader's add_submission builds its objects in a way SQLAlchemy warns about (upstream, harmless).
         warnings.simplefilter("ignore", SAWarning)
@@ -63,7 +64,7 @@ def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
             except MissingEntry:
                 gb.add_submission(lab.name, student)
             for part in lab.part_ids:
-                grade = gb.find_grade(f"auto_{part}", lab.notebook, lab.name, student)
+                grade = gb.find_grade(f"auto_{part}", notebook, lab.name, student)
                 grade.manual_score = record["parts"][part]["points"]
                 grade.needs_manual_grade = False
             gb.db.commit()
