@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
 LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
-.PHONY: grade bench test check release solutions student-bundle gradescope clean
+.PHONY: grade bench test check release solutions student-bundle gradescope-zip clean
 
 # The venv is rebuilt whenever the pinned requirements change.
 $(READY): requirements.txt
@@ -22,7 +22,7 @@ grade: $(READY)
 
 ## make bench [LAB=name] [N=100] [JOBS=n]: grade N copies of the reference solution and print the timings
 bench: $(READY)
-	$(PY) -m autograder.bench $(LAB_OPTION) $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
+	$(PY) -m autograder.batch.bench $(LAB_OPTION) $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
 
 ## make test: the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
 test: $(READY)
@@ -45,8 +45,8 @@ solutions: $(READY)
 student-bundle: $(READY)
 	$(PY) -m autograder student-bundle $(LAB_OPTION)
 
-## make gradescope [LAB=name]: write dist/<lab>-gradescope.zip (setup.sh and run_autograder at its root)
-gradescope: $(READY)
+## make gradescope-zip [LAB=name]: write dist/<lab>-gradescope.zip (setup.sh and run_autograder at its root)
+gradescope-zip: $(READY)
 	$(PY) -m autograder gradescope-zip $(LAB_OPTION)
 
 clean:

@@ -11,15 +11,15 @@ c.CourseDirectory.db_url = "sqlite:///gradebook.db"  # local to each machine; no
 
 # nbgrader copies non-notebook files verbatim, solutions and hidden tests included
 # (jupyter/nbgrader issue 1237). The kit writes the modules and tests/ itself
-# (autograder/release.py), so nbgrader must not copy them; lab.toml too. README.student.md is
-# the student repository's README: the bundle puts it at the top (autograder/bundle.py).
+# (autograder/authoring/release.py), so nbgrader must not copy them; lab.toml too. README.student.md is
+# the student repository's README: the bundle puts it at the top (autograder/authoring/bundle.py).
 c.CourseDirectory.ignore = [
     ".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback",
     ".pytest_cache", ".hypothesis", "*.py", "tests", "lab.toml", "README.student.md",
 ]
 
 # The stub that replaces each solution region is nbgrader's ClearSolutions.code_stub; set it
-# here to change it, and autograder/release.py uses the same text for the modules.
+# here to change it, and autograder/authoring/release.py uses the same text for the modules.
 
 # The fences, spelled out (nbgrader's defaults) so the grader reads them without importing nbgrader.
 c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"

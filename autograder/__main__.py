@@ -1,5 +1,7 @@
-"""Command line: ``python -m autograder {release,solutions,check,grade,classroom,gradescope,...}``
-(the Makefiles call these; ``--help`` lists them all)."""
+"""Command line: ``python -m autograder {release,solutions,check,grade,student-bundle,gradescope-zip,...}``
+(the Makefiles call these; ``--help`` lists them all). ``classroom-run`` and ``gradescope-run``
+are what the platforms call on their own machines, inside what ``student-bundle`` and
+``gradescope-zip`` built."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ import os
 import sys
 from pathlib import Path
 
+from autograder.authoring.release import build, directory
+from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.lab import KIT_ROOT, Lab, LabError, all_labs, find_lab
-from autograder.release import build, directory
-from autograder.student import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.text import one_line
 
 
@@ -45,13 +47,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                     "harness, README, Makefile, Classroom workflow)")
     commands.add_parser("gradescope-zip", parents=[some_labs],
                         help="write dist/<lab>-gradescope.zip (setup.sh, run_autograder)")
-    classroom = commands.add_parser("classroom", help="GitHub Classroom: one reporter result per part, "
-                                                      "appended to $GITHUB_OUTPUT")
+    classroom = commands.add_parser("classroom-run", help="in GitHub Classroom's workflow: one reporter "
+                                                          "result per part, appended to $GITHUB_OUTPUT")
     classroom.add_argument("--submission", type=Path, required=True,
                            help="a lab's folder: the modules, lab.toml and tests/")
     classroom.add_argument("--output", type=Path, help="step outputs file (default: $GITHUB_OUTPUT, else stdout)")
-    gradescope = commands.add_parser("gradescope", help="Gradescope: grade <root>/submission into "
-                                                        "<root>/results/results.json")
+    gradescope = commands.add_parser("gradescope-run", help="on Gradescope (run_autograder): grade "
+                                                            "<root>/submission into <root>/results/results.json")
     gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
     grade = commands.add_parser("grade", parents=[timeout, some_labs],
                                 help="grade every submission of a cohort, lab by lab, and write the reports")
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="seconds the calls into one module of a submission may take in all")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
-                            "that passed it (same points, slower; see autograder/replay.py)")
+                            "that passed it (same points, slower; see autograder/judge/replay.py)")
     options = parser.parse_args(argv)
     try:
         labs = [find_lab(options.lab)] if getattr(options, "lab", None) else all_labs()
@@ -80,17 +82,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{options.command} of {lab.name} written to {built}")
         return 0
     if options.command in ("student-bundle", "gradescope-zip"):
-        from autograder.bundle import gradescope_zip, student_bundle
+        from autograder.authoring.bundle import gradescope_zip, student_bundle
 
         for lab in labs:
             print(f"written: {student_bundle(lab) if options.command == 'student-bundle' else gradescope_zip(lab)}")
         return 0
-    if options.command == "classroom":
-        from autograder.classroom import default_output, run
+    if options.command == "classroom-run":
+        from autograder.platforms.classroom import default_output, run
 
         return run(options.submission.resolve(), options.output or default_output())
-    if options.command == "gradescope":
-        from autograder.gradescope import run as run_gradescope
+    if options.command == "gradescope-run":
+        from autograder.platforms.gradescope import run as run_gradescope
 
         results = run_gradescope(options.root.resolve())
         print(f"score {results['score']:g}; results in {options.root}/results/results.json")
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return grade_command(parser, options, labs)
     import pytest
 
-    from autograder.plugin import checks_command_line
+    from autograder.judge.plugin import checks_command_line
 
     submission = options.submission or find_lab(options.lab).release
     checks = (options.checks or submission / "tests").resolve()
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def grade_command(parser, options, labs: list[Lab]) -> int:
-    from autograder.grade import grade_course
+    from autograder.batch.grade import grade_course
 
     if not options.submissions.is_dir():
         parser.error(f"no submissions folder {options.submissions}")
@@ -133,7 +135,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         parser.error(f"no student folder in {options.submissions} holds a lab's folder "
                      f"({', '.join(lab.name for lab in labs)})")
     if options.nbgrader:
-        from autograder.gradebook import course_gradebook, record
+        from autograder.platforms.gradebook import course_gradebook, record
 
         gradebook = options.gradebook or course_gradebook()
         by_name = {lab.name: lab for lab in labs}

@@ -3,7 +3,7 @@ check helpers, ``misconceptions.toml``), its notebook and ``lab.toml``, the one 
 kit reads (title, parts in teaching order with weight and the parts each builds on).
 
 The same folder layout holds in ``assignments/<lab>/`` and ``solutions/<lab>/`` (the release and
-the reference, written by :mod:`autograder.release`), so a lab is found from any of them: a
+the reference, written by :mod:`autograder.authoring.release`), so a lab is found from any of them: a
 checks folder's parent is its lab.
 """
 

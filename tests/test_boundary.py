@@ -21,9 +21,8 @@ import textwrap
 from pathlib import Path
 
 import mistune
-import pytest
 
-from autograder import cgroup, sandbox
+from autograder.harness import cgroup, sandbox
 from conftest import KIT, LAB, SOLUTIONS
 
 HONEST = "b_honest"

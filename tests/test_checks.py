@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from autograder.checks import CheckFailure, expect_calls, expect_close
-from autograder.student import Student, StudentError
+from autograder.harness.remote import RemoteCode, StudentError
+from autograder.judge.checks import CheckFailure, expect_calls, expect_close
 
 
 def message(call) -> str:
@@ -59,7 +59,7 @@ def nested_loops(xs):
 def forms(tmp_path_factory):
     folder = tmp_path_factory.mktemp("forms")
     (folder / "forms.py").write_text(SOFTMAXES)
-    student = Student(folder)
+    student = RemoteCode(folder)
     yield student.forms
     student.close()
 

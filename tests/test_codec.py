@@ -6,7 +6,7 @@ import struct
 import pytest
 import torch
 
-from autograder.codec import CodecError, GeneratorSpec, encode, read_frame
+from autograder.harness.codec import CodecError, GeneratorSpec, encode, read_frame
 
 
 def roundtrip(value):

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from autograder import reports
-from autograder.grade import grade
+from autograder.batch import reports
+from autograder.batch.grade import grade
 from conftest import KIT, LAB, PARTS, SOLUTIONS
 
 DEMO = KIT / "examples" / "submitted"
@@ -204,7 +204,7 @@ def softmax(scores, dim=-1):
 
 def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
     """In a lane, a check answered byte for byte as on an earlier passing run passes by replay
-    (autograder.replay). Verdicts and messages must be those of a full run: on copies of the
+    (autograder.judge.replay). Verdicts and messages must be those of a full run: on copies of the
     reference (the second copy replays every check), full marks written in other styles, typical
     mistakes, and a submission whose answers depend on how many calls it has served (if a replay
     made its worker answer a request twice, or skip one, its failures would move)."""
@@ -255,7 +255,7 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
 
 
 def test_bench_prints_the_reference_copies_and_the_demo_cohort():
-    run = subprocess.run([sys.executable, "-m", "autograder.bench", "--copies", "4", "--jobs", "2", "--full-copies", "0"],
+    run = subprocess.run([sys.executable, "-m", "autograder.batch.bench", "--copies", "4", "--jobs", "2", "--full-copies", "0"],
                          cwd=KIT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"({LAB.name}: reference solution, 2 jobs)" in run.stdout

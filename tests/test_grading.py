@@ -5,9 +5,9 @@ import tomllib
 import pytest
 import torch
 
-from autograder.misconceptions import Diagnoser, Misconception, load_catalogue
-from autograder.release import hidden_line_ranges
-from autograder.student import Student
+from autograder.authoring.release import hidden_line_ranges
+from autograder.harness.remote import RemoteCode
+from autograder.judge.misconceptions import Diagnoser, Misconception, load_catalogue
 from conftest import CHECKS, LAB, PARTS, SOLUTIONS, WRONG_MODULES, grade, submission_with
 
 
@@ -135,7 +135,7 @@ def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
     a failure that is not about the answers (a dtype, the source's form) is not a misconception.
     Without that guard every mutant that leaves those calls alone would match."""
     diagnoser = Diagnoser(KNOWN_MISTAKES, SOLUTIONS, confined=False)
-    reference = Student(SOLUTIONS)
+    reference = RemoteCode(SOLUTIONS)
     try:
         reference.begin_check()
         reference.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=torch.ones(3, 4, dtype=torch.bool))

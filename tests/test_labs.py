@@ -41,7 +41,7 @@ def test_a_bad_declaration_says_what_is_wrong(tmp_path, declaration, said):
 
 
 def test_the_course_table_has_one_total_per_lab(tmp_path):
-    from autograder import reports
+    from autograder.batch import reports
 
     runs = [{"lab": "one", "records": [{"student": "ann", "total": 90}, {"student": "=bob", "total": 40.5}]},
             {"lab": "two", "records": [{"student": "ann", "total": 70}]}]

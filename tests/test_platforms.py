@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 import yaml
 
-from autograder.bundle import gradescope_zip, student_bundle
-from autograder.release import hidden_line_ranges, solution_line_ranges
+from autograder.authoring.bundle import gradescope_zip, student_bundle
+from autograder.authoring.release import hidden_line_ranges, solution_line_ranges
 from conftest import KIT, LAB, PARTS, RELEASE, SOLUTIONS
 from test_release import secret_lines
 
@@ -235,10 +235,10 @@ def test_gradescope_uploads_cannot_reach_outside_through_links(dist, tmp_path):
     (root / "submission" / "x.zip.contents").symlink_to(root / "source" / "autograder", target_is_directory=True)
     with zipfile.ZipFile(root / "submission" / "x.zip", "w") as bundle:
         bundle.writestr("lane.py", "raise SystemExit('replaced the grader')")
-    before = (root / "source" / "autograder" / "lane.py").read_text()
+    before = (root / "source" / "autograder" / "batch" / "lane.py").read_text()
     results = run_autograder(root)
     assert results["score"] == 0 and "lab: a link, left out" in results["output"]
-    assert (root / "source" / "autograder" / "lane.py").read_text() == before
+    assert (root / "source" / "autograder" / "batch" / "lane.py").read_text() == before
 
 
 def test_gradescope_always_writes_results(dist, tmp_path):

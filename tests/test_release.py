@@ -6,7 +6,7 @@ import re
 import pytest
 from nbgrader.preprocessors import ClearSolutions
 
-from autograder.release import (build, course_config, hidden_line_ranges, kit_files,
+from autograder.authoring.release import (build, course_config, hidden_line_ranges, kit_files,
                                 solution_line_ranges)
 from conftest import KIT, LAB, RELEASE, SOLUTIONS, SOURCE
 

@@ -1,4 +1,4 @@
-"""Check replay (autograder/replay.py) at the level of one check: what it passes, what it hands over."""
+"""Check replay (autograder/judge/replay.py) at the level of one check: what it passes, what it hands over."""
 
 import json
 import os
@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from autograder.replay import RUNS_PER_CHECK, Replays
-from autograder.student import Recording, Student, StudentError
+from autograder.harness.remote import Recording, RemoteCode, StudentError
+from autograder.judge.replay import RUNS_PER_CHECK, Replays
 from conftest import KIT, SOLUTIONS, submission_with
 
 COUNTING = '''
@@ -25,7 +25,7 @@ def normalize_sum(scores, dim=-1):
 '''
 
 
-def checked(student: Student, replays: Replays, check) -> bool:
+def checked(student: RemoteCode, replays: Replays, check) -> bool:
     """Run ``check`` as the plugin runs a check: replay first, in full only when that fails."""
     student.begin_check()
     if replays.replay(check, student):
@@ -37,7 +37,7 @@ def checked(student: Student, replays: Replays, check) -> bool:
 
 
 def test_every_check_starts_from_fresh_handles():
-    student = Student(SOLUTIONS)
+    student = RemoteCode(SOLUTIONS)
     try:
         student.begin_check()
         assert [student.masking.CausalAttention(3, 2, 6, 0.0)._ref.id for _ in range(2)] == [1, 2]
@@ -58,8 +58,8 @@ def test_a_check_is_replayed_only_for_the_same_answers_and_the_same_source(tmp_p
         student.source("softmax")
 
     replays = Replays()
-    reference, copy = Student(SOLUTIONS), Student(submission_with(tmp_path / "copy", {}))
-    counting = Student(submission_with(tmp_path / "counting", {"softmax": COUNTING}))
+    reference, copy = RemoteCode(SOLUTIONS), RemoteCode(submission_with(tmp_path / "copy", {}))
+    counting = RemoteCode(submission_with(tmp_path / "counting", {"softmax": COUNTING}))
     try:
         for check in (by_answer, by_answer_and_source):
             assert not checked(reference, replays, check)  # nothing to replay yet: run in full, remembered
@@ -85,7 +85,7 @@ def test_the_least_recently_matched_run_makes_room(tmp_path):
 
     def replays_for(text: str) -> bool:
         (tmp_path / "softmax.py").write_text(text)
-        return replays.replay("check", Student(tmp_path))  # no requests: no worker starts
+        return replays.replay("check", RemoteCode(tmp_path))  # no requests: no worker starts
 
     replays = Replays()
     for i in range(RUNS_PER_CHECK + 1):
@@ -129,7 +129,7 @@ def test_property_examples_do_not_depend_on_which_local_modules_are_imported(tmp
     for extra in ([], ["-p", "many_constants"]):
         out = tmp_path / f"drawn{len(drawn)}.json"
         env = {**os.environ, "PYTHONPATH": f"{KIT}{os.pathsep}{tmp_path}", "DRAWN_TO": str(out)}
-        subprocess.run([sys.executable, "-m", "pytest", str(checks / "test_draws.py"), "-p", "autograder.plugin",
+        subprocess.run([sys.executable, "-m", "pytest", str(checks / "test_draws.py"), "-p", "autograder.judge.plugin",
                         "-p", "no:cacheprovider", "-q", *extra], cwd=tmp_path, env=env, check=True,
                        capture_output=True, timeout=300)
         drawn.append(json.loads(out.read_text()))
@@ -150,7 +150,7 @@ def test_a_time_out_during_a_replay_fails_the_check_once_and_is_not_remembered(t
         student.softmax.normalize_sum(scores)
 
     replays = Replays()
-    reference, slow = Student(SOLUTIONS), Student(submission_with(tmp_path, {"softmax": SLOW}), timeout=1.0)
+    reference, slow = RemoteCode(SOLUTIONS), RemoteCode(submission_with(tmp_path, {"softmax": SLOW}), timeout=1.0)
     try:
         checked(reference, replays, check)
         slow.begin_check()
@@ -178,8 +178,8 @@ def test_a_check_that_asks_otherwise_for_the_same_answers_is_never_replayed_agai
         student.softmax.normalize_sum(scores)
 
     replays = Replays()
-    reference = Student(SOLUTIONS)
-    counting = Student(submission_with(tmp_path, {"softmax": COUNTING}))
+    reference = RemoteCode(SOLUTIONS)
+    counting = RemoteCode(submission_with(tmp_path, {"softmax": COUNTING}))
     try:
         checked(reference, replays, unsteady)
         with pytest.raises(AssertionError):  # the counting submission's answer differs: the check runs...

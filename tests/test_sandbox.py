@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import student as student_module
-from autograder.cgroup import Hierarchy, find_hierarchy
-from autograder.student import Student, StudentError
+from autograder.harness import remote
+from autograder.harness.cgroup import Hierarchy, find_hierarchy
+from autograder.harness.remote import RemoteCode, StudentError
 from conftest import CHECKS, KIT, SOLUTIONS, grade, submission_with
 
 
-def hostile(tmp_path, body: str, name: str = "scores") -> Student:
+def hostile(tmp_path, body: str, name: str = "scores") -> RemoteCode:
     """A submission whose ``<name>.py`` is ``body``; its functions run confined, 3 s per call."""
     folder = tmp_path / "hostile"
     folder.mkdir()
     (folder / f"{name}.py").write_text(textwrap.dedent(body))
-    return Student(folder, timeout=3.0, confined=True, budget=60.0)
+    return RemoteCode(folder, timeout=3.0, confined=True, budget=60.0)
 
 
 @pytest.fixture
@@ -174,7 +174,7 @@ def test_a_submission_cannot_outspend_its_budget(tmp_path):
     folder = tmp_path / "slow"
     folder.mkdir()
     (folder / "scores.py").write_text("import time\ndef attention_scores(x):\n    time.sleep(1.5)\n    return x\n")
-    student = Student(folder, timeout=3.0, confined=True, budget=2.0)
+    student = RemoteCode(folder, timeout=3.0, confined=True, budget=2.0)
     try:
         student.scores.attention_scores(torch.ones(1))
         expect_failure(lambda: student.scores.attention_scores(torch.ones(1)), "timeout")
@@ -255,7 +255,7 @@ def test_processes_are_capped_and_killed_with_the_worker(student_factory):
 
 
 def test_a_check_holds_at_most_its_share_of_answers(student_factory, monkeypatch):
-    monkeypatch.setattr(student_module, "MAX_CHECK_BYTES", 3 * 2**20)
+    monkeypatch.setattr(remote, "MAX_CHECK_BYTES", 3 * 2**20)
     student = student_factory("import torch\ndef attention_scores(x):\n    return torch.zeros(2**18)\n")  # 1 MiB
     student.begin_check()
     for _ in range(2):
@@ -311,7 +311,7 @@ def test_scratch_is_a_small_tmpfs_that_leaves_nothing_behind(student_factory):
 
 
 def test_a_mechanism_this_machine_lacks_is_reported_not_fatal():
-    from autograder.sandbox import Report
+    from autograder.harness.sandbox import Report
 
     def no_landlock():
         raise OSError(38, "Function not implemented")

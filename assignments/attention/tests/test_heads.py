@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from autograder.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor,
+from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor,
                                expect_unmodified, fail, random_tensor)
 from document_tensors import MHA_SEED123, WRAPPER_SEED123, YOUR_JOURNEY
 from trusted import causal_weights, dropped_out

@@ -5,7 +5,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import (expect_close, expect_document, expect_equal, expect_finite, expect_mask,
+from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_finite, expect_mask,
                                expect_tensor, expect_unmodified, fail, random_tensor)
 from document_tensors import (CAUSAL_ATTENTION_SEED123, CAUSAL_MASK7, CAUSAL_WEIGHTS, MASK6_INT, MASKED_SCORES,
                               MASKED_SOFTMAXED_WEIGHTS, MINUS_1E10_MASKED, SIMPLE_MASK6_INT, TRICK_AVERAGES, TRICK_B,

@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from autograder.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor, fail,
+from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor, fail,
                                expect_unmodified, random_tensor)
-from autograder.codec import GeneratorSpec
+from autograder.harness.codec import GeneratorSpec
 from document_tensors import (DROPOUT_CAUSAL_WEIGHTS, DROPOUT_MASKED_WEIGHTS, DROPOUT_ONES, YOUR_JOURNEY,
                               seed123_v2_weights)
 from trusted import future_positions

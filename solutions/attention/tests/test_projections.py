@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from autograder.checks import (expect_close, expect_document, expect_gradient, expect_tensor, expect_unmodified, fail,
+from autograder.judge.checks import (expect_close, expect_document, expect_gradient, expect_tensor, expect_unmodified, fail,
                                load_weights, random_tensor)
 from document_tensors import (
     IN9_SCORES, IN10_WEIGHTS, SEED123_QUERY2, SEED123_QUERY2_CONTEXT, SEED123_QUERY2_SCORES, SEED123_QUERY2_WEIGHTS,

@@ -2,7 +2,7 @@
 
 import torch
 
-from autograder.checks import (expect_calls, expect_close, expect_document, expect_gradient, expect_tensor,
+from autograder.judge.checks import (expect_calls, expect_close, expect_document, expect_gradient, expect_tensor,
                                expect_unmodified, random_tensor)
 from document_tensors import ALL_SCORES, BATCHED_A, BATCHED_AAT, QUERY2_SCORES, YOUR_JOURNEY
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import (expect_calls, expect_close, expect_document, expect_tensor, expect_zero_at, fail,
+from autograder.judge.checks import (expect_calls, expect_close, expect_document, expect_tensor, expect_zero_at, fail,
                                expect_unmodified, random_tensor)
 from document_tensors import (D001, ALL_CONTEXTS, ALL_WEIGHTS, HELLO_SHINY_SUN, MINUS_1E10_MASKED, QUERY2_CONTEXT,
                               QUERY2_NAIVE_WEIGHTS, QUERY2_WEIGHTS, SHINY_CONTEXT, UNIFORM_CAUSAL_WEIGHTS8,

@@ -1,6 +1,6 @@
 """GitHub Classroom: the public checks' results in the format of its grading reporter.
 
-``python -m autograder classroom`` runs the public checks on a student's repository once and
+``python -m autograder classroom-run`` runs the public checks on a student's repository once and
 appends one step output per part to the file named by ``$GITHUB_OUTPUT``:
 ``<part>=<base64 JSON>``, the runner result that ``classroom-resources/autograding-grading-reporter``
 decodes from ``<PART>_RESULTS``. Each check is one test scored with its points, so a part
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder.judge.plugin import checks_command_line, load_points
 from autograder.lab import Lab
-from autograder.plugin import checks_command_line, load_points
 
 
 def runner_results(lab: Lab, results: dict, points: dict) -> dict[str, dict]:

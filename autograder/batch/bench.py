@@ -6,7 +6,7 @@ its ratio to one ``python -c "import torch"`` measured in the same run. The goal
 of at most 0.25; nbgrader's autograde takes about 2.2 s a submission here, serially.
 
 Copies of one solution answer every check alike, so after the first copy in each lane every
-check passes by replay (:mod:`autograder.replay`): the students' code still runs, the judge's
+check passes by replay (:mod:`autograder.judge.replay`): the students' code still runs, the judge's
 side does not. A submission unlike any earlier one gets no replay, so the bench also grades
 ``--full-copies`` copies with replay off and prints that marginal time too, and the lab's demo
 cohort (``examples/submitted/*/<lab>/``) cycled to ``--copies`` submissions: wrong answers,
@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder.grade import copy_modules, grade
+from autograder.batch.grade import grade
+from autograder.files import copy_modules
 from autograder.lab import KIT_ROOT, Lab, find_lab
 
 
@@ -65,7 +66,7 @@ def torch_import_seconds(repeats: int = 5) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m autograder.batch.bench", description=__doc__)
     parser.add_argument("--lab", help="the lab to grade (default: the course's only lab)")
     parser.add_argument("--copies", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)

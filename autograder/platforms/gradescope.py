@@ -1,10 +1,10 @@
 """Gradescope: grade ``/autograder/submission`` and write ``/autograder/results/results.json``.
 
-``run_autograder`` (in the zip ``make gradescope`` writes) calls ``python -m autograder
-gradescope --root /autograder``. Students upload in many shapes; before grading, the upload
+``run_autograder`` (in the zip ``make gradescope-zip`` writes) calls ``python -m autograder
+gradescope-run --root /autograder``. Students upload in many shapes; before grading, the upload
 is searched for the lab's modules: at the top, in a sub-folder, or inside a zip (unpacked
 with limits; entries that would land outside it are skipped). What was found, and where,
-goes to the top of the feedback. The grading itself is :func:`autograder.grade.grade` on a
+goes to the top of the feedback. The grading itself is :func:`autograder.batch.grade.grade` on a
 cohort of one, with the hidden checks, so Gradescope and ``make grade`` give the same score.
 """
 
@@ -19,8 +19,9 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from autograder import reports
-from autograder.grade import MAX_FILE_BYTES, grade, part_of_lab, student_folder
+from autograder.batch import reports
+from autograder.batch.grade import MAX_FILE_BYTES, grade, part_of_lab, student_folder
+from autograder.files import write_atomically
 from autograder.lab import Lab, find_lab
 
 MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
@@ -139,7 +140,7 @@ def collect(lab: Lab, upload: Path, into: Path) -> list[str]:
 
 def run(root: Path, jobs: int = 1) -> dict:
     """Grade ``root/submission`` into ``root/results/results.json``; return what was written.
-    The autograder zip holds one lab (``make gradescope LAB=...``)."""
+    The autograder zip holds one lab (``make gradescope-zip LAB=...``)."""
     try:
         lab = find_lab()
         with tempfile.TemporaryDirectory(prefix="autograder-gradescope-") as tmp:
@@ -155,5 +156,5 @@ def run(root: Path, jobs: int = 1) -> dict:
                    "staff. (" + traceback.format_exc(limit=2).strip().splitlines()[-1] + ")", "tests": []}
     out = root / "results"
     out.mkdir(parents=True, exist_ok=True)
-    reports.write_atomically(out / "results.json", json.dumps(results, indent=1))
+    write_atomically(out / "results.json", json.dumps(results, indent=1))
     return results

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from autograder.codec import HandleRef, decode_frame
-from autograder.grade import copy_modules
-from autograder.student import CALL_TIMEOUT, Call, Student, StudentError
+from autograder.files import copy_modules
+from autograder.harness.codec import HandleRef, decode_frame
+from autograder.harness.remote import CALL_TIMEOUT, Call, RemoteCode, StudentError
 
 CATALOGUE = "misconceptions.toml"
 
@@ -99,9 +99,9 @@ class Diagnoser:
         self.catalogue, self.reference, self.timeout = catalogue, Path(reference), timeout
         self.confined = confined  # like the student's workers: each in a sandbox (and user id) of its own
         self.folder: Path | None = None
-        self.runners: dict[str, Student] = {}
+        self.runners: dict[str, RemoteCode] = {}
 
-    def runner(self, name: str, mistake: Misconception | None = None) -> Student:
+    def runner(self, name: str, mistake: Misconception | None = None) -> RemoteCode:
         """A worker on the reference modules, with ``mistake``'s edits when given."""
         if name not in self.runners:
             if self.folder is None:
@@ -112,7 +112,7 @@ class Diagnoser:
             if mistake is not None:
                 module = folder / f"{mistake.part}.py"
                 module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")
-            self.runners[name] = Student(folder, timeout=self.timeout, confined=self.confined, budget=math.inf)
+            self.runners[name] = RemoteCode(folder, timeout=self.timeout, confined=self.confined, budget=math.inf)
         return self.runners[name]
 
     def diagnose(self, part: str, calls: list[Call]) -> list[Misconception]:
@@ -129,7 +129,7 @@ class Diagnoser:
         return [m for m in self.catalogue.get(part, []) if self.replays_like(self.runner(m.id, m), calls)]
 
     @staticmethod
-    def replays_like(mutant: Student, calls: list[Call]) -> bool:
+    def replays_like(mutant: RemoteCode, calls: list[Call]) -> bool:
         handles: dict[int, int] = {}
         for call in calls:
             outcome, request = call.outcome, decode_frame(call.frame)

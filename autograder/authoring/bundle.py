@@ -6,7 +6,7 @@ the release (stubs, notebook, public checks), the harness that runs ``make check
 ``platforms/student/`` (Makefile, the GitHub Classroom workflow, written for the lab's parts).
 Nothing from ``solutions/`` or the hidden checks.
 
-``make gradescope LAB=<lab>`` writes ``dist/<lab>-gradescope.zip`` with ``setup.sh`` and
+``make gradescope-zip LAB=<lab>`` writes ``dist/<lab>-gradescope.zip`` with ``setup.sh`` and
 ``run_autograder`` at its root (``platforms/gradescope/``), the harness, the lab's declaration,
 every check and the reference modules, laid out as in the kit so the grader finds them where it
 always does.
@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from autograder.grade import copy_modules
+from autograder.files import copy_modules
 from autograder.lab import DECLARATION, KIT_ROOT, Lab
 
 PLATFORMS = KIT_ROOT / "platforms"

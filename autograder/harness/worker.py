@@ -1,8 +1,8 @@
 """The worker: the only process that imports and runs a submission's modules.
 
-Started by :class:`autograder.student.Student`, either as ``python -m autograder.worker <dir>
-<socket fd>`` or forked, already confined, by :mod:`autograder.zygote`. It reads requests and
-writes answers on one socket in the format of :mod:`autograder.codec`; a student's ``print``
+Started by :class:`autograder.harness.remote.RemoteCode`, either as ``python -m autograder.harness.worker <dir>
+<socket fd>`` or forked, already confined, by :mod:`autograder.harness.zygote`. It reads requests and
+writes answers on one socket in the format of :mod:`autograder.harness.codec`; a student's ``print``
 goes to a log, never into the answer channel. Every request starts from the same RNG state, so a result does
 not depend on which calls came before it.
 
@@ -49,7 +49,7 @@ import traceback
 
 import torch
 
-from autograder.codec import MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
+from autograder.harness.codec import MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
 
 DEFAULT_SEED = 0
 METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure")
@@ -334,7 +334,7 @@ def error_answer(exc: BaseException, request: dict, root: str, timeout: float) -
 def run(root: str, sock: socket.socket, report=None) -> None:
     """Serve requests for the submission in ``root`` until the judge hangs up.
 
-    ``report`` (a :class:`autograder.sandbox.Report`) says how this process was confined (it was
+    ``report`` (a :class:`autograder.harness.sandbox.Report`) says how this process was confined (it was
     forked into a sandbox by the zygote); its first message to the judge repeats it. Without
     one, the worker runs unconfined (the reference solution) and prints to stderr.
     """
@@ -377,5 +377,5 @@ def bad_value(request: dict, message: str) -> bytes:
 
 
 if __name__ == "__main__":
-    # python -m autograder.worker <root> <socket fd>: an unconfined worker (the reference, or no zygote)
+    # python -m autograder.harness.worker <root> <socket fd>: an unconfined worker (the reference, or no zygote)
     run(sys.argv[1], socket.socket(fileno=int(sys.argv[2])))

@@ -1,9 +1,9 @@
 """A grading lane: one judge process that grades submissions one after another.
 
-``python -m autograder lane`` reads one JSON job per line on stdin
+``python -m autograder.batch.lane`` reads one JSON job per line on stdin
 (``{"submission", "results"}``), runs every check on it in this process (pytest, the plugin,
 the checks: imported once; checks answered as on an earlier passing run are replayed, see
-:mod:`autograder.replay`) and answers one JSON line per job on stdout
+:mod:`autograder.judge.replay`) and answers one JSON line per job on stdout
 (``{"results": path}`` or ``{"error": text}``). Student code runs in workers forked by the
 zygote, each in a sandbox of its own; the reference solution's worker is shared by all jobs.
 """
@@ -20,8 +20,8 @@ import traceback
 
 import pytest
 
-from autograder.plugin import checks_command_line
-from autograder.student import CALL_TIMEOUT, MODULE_BUDGET
+from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
+from autograder.judge.plugin import checks_command_line
 
 
 def grade_one(job: dict, checks: str, reference: str | None, timeout: float, budget: float,
@@ -46,12 +46,12 @@ JUDGE_MEMORY_BYTES = 4 * 1024**3
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder lane")
+    parser = argparse.ArgumentParser(prog="python -m autograder.batch.lane")
     parser.add_argument("--checks", required=True)
     parser.add_argument("--reference")
     parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT)
     parser.add_argument("--budget", type=float, default=MODULE_BUDGET)
-    parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.replay)")
+    parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.judge.replay)")
     options = parser.parse_args(argv)
     resource.setrlimit(resource.RLIMIT_AS, (JUDGE_MEMORY_BYTES, JUDGE_MEMORY_BYTES))
     answers = sys.stdout

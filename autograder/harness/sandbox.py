@@ -5,7 +5,7 @@ Before it imports anything of the submission, the worker:
 
 - closes every descriptor but its socket to the judge (its output goes to a pipe the judge
   drains, so printing never blocks or fails);
-- moves itself into the memory cgroup the judge made for it (:mod:`autograder.cgroup`);
+- moves itself into the memory cgroup the judge made for it (:mod:`autograder.harness.cgroup`);
 - makes new mount and network namespaces and builds its own view of the file system: a tmpfs
   holding read-only bind mounts of Python, its packages, the system's libraries and the
   submission's private copy, one writable scratch folder, four device nodes and a ``/proc`` of
@@ -43,7 +43,7 @@ import pyseccomp as seccomp
 from landlock import Ruleset  # imported here, once in the zygote, not in every worker (8 ms each)
 from landlock.plumbing import FSAccess
 
-from autograder import cgroup
+from autograder.harness import cgroup
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -246,12 +246,15 @@ def close_all_but(keep: int) -> None:
 
 
 # -- the file system view -----------------------------------------------------------------------
+PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the kit's autograder/: the worker's own code
+
+
 @functools.cache  # the same for every worker: computed once, in the zygote
 def read_roots() -> list[str]:
     """What a worker may read besides its submission: Python, its packages, the system's libraries
     and the worker's own code (the kit's ``autograder/``, no checks)."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             "/usr/lib", "/usr/lib64", "/lib", "/lib64", os.path.dirname(os.path.realpath(__file__))}
+             "/usr/lib", "/usr/lib64", "/lib", "/lib64", PACKAGE}
     roots |= {path for path in sys.path if path.endswith("site-packages")}
     return sorted(os.path.realpath(r) for r in roots if os.path.exists(r))
 

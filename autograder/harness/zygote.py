@@ -2,12 +2,12 @@
 
 Importing torch costs more than grading a submission; a worker forked from here pays it
 never. The zygote holds nothing of the judge's (no checks, no expected tensors, no
-reference, no environment: the judge starts it with :data:`autograder.sandbox.ENVIRONMENT`):
+reference, no environment: the judge starts it with :data:`autograder.harness.sandbox.ENVIRONMENT`):
 a forked worker inherits only torch and the worker code. It is started by
-:class:`autograder.student.Zygote` as ``python -m autograder.zygote <socket fd>``; each request
+:class:`autograder.harness.remote.Zygote` as ``python -m autograder.harness.zygote <socket fd>``; each request
 is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
 ``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
-the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.sandbox.spawn`),
+the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.harness.sandbox.spawn`),
 a child of this process and PID 1 of its own namespace. A request ``{"id", "status_of": pid}``
 asks how a worker that has ended did (``{"id", "status"}``: its wait status, or null).
 """
@@ -22,7 +22,7 @@ import sys
 
 import torch  # noqa: F401 - imported once here so that every forked worker has it
 
-from autograder import sandbox, worker
+from autograder.harness import sandbox, worker
 
 
 def warm_up() -> None:

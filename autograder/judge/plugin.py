@@ -1,6 +1,6 @@
 """The pytest plugin that turns a lab's checks into a grade.
 
-Loaded with ``-p autograder.plugin`` (:func:`checks_command_line`); the lab is the folder above
+Loaded with ``-p autograder.judge.plugin`` (:func:`checks_command_line`); the lab is the folder above
 the checks (its ``lab.toml``, :mod:`autograder.lab`). It gives the checks their only way to reach student
 code (the ``student`` fixture, and ``reference`` for hidden checks), marks each check with
 its part (``pytest -m <part>``), attaches the points declared in ``points.toml``, prints a
@@ -26,14 +26,14 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.internal.conjecture import providers
 from hypothesis.internal.constants_ast import Constants
 
-from autograder.checks import CheckFailure
-from autograder.dependencies import dependencies, dependency_sentence
+from autograder.authoring.release import hidden_line_ranges
+from autograder.files import write_atomically
+from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET, RemoteCode, StudentError
+from autograder.judge.checks import CheckFailure
+from autograder.judge.dependencies import dependencies, dependency_sentence
+from autograder.judge.misconceptions import shared_diagnoser
+from autograder.judge.replay import Replays
 from autograder.lab import Lab
-from autograder.misconceptions import shared_diagnoser
-from autograder.release import hidden_line_ranges
-from autograder.replay import Replays
-from autograder.reports import write_atomically
-from autograder.student import CALL_TIMEOUT, MODULE_BUDGET, Student, StudentError
 from autograder.text import printable
 
 POINTS_FILE = "points.toml"
@@ -64,7 +64,7 @@ def checks_command_line(checks, submission, part: str | None, results_json: str 
     # --tb=native: pytest's own styles parse the source of every frame of a failure's traceback
     # (about 30 ms a failure; most of a lane's time on a cohort with stubs), and a check's failure
     # message replaces that text anyway (pytest_runtest_makereport); native only reads lines.
-    args = [str(checks), "-p", "autograder.plugin", "-p", "no:cacheprovider", "--rootdir", str(checks),
+    args = [str(checks), "-p", "autograder.judge.plugin", "-p", "no:cacheprovider", "--rootdir", str(checks),
             "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
             "--tb=native", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if part:
@@ -87,7 +87,7 @@ def pytest_addoption(parser):
                     help="seconds the calls into one student module may take together")
     group.addoption("--no-sandbox", action="store_true", help="run student code in an unconfined worker")
     group.addoption("--no-replay", action="store_true",
-                    help="run every check in full, even on answers an earlier passing run got (autograder.replay)")
+                    help="run every check in full, even on answers an earlier passing run got (autograder.judge.replay)")
 
 
 @pytest.hookimpl(tryfirst=True)  # before hypothesis's own plugin reads the option
@@ -156,7 +156,7 @@ def student(request):
     """The submission under test, reached only through a worker process."""
     config = request.config
     root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
-    proxy = Student(root, timeout=config.getoption("call_timeout"), confined=confined(config),
+    proxy = RemoteCode(root, timeout=config.getoption("call_timeout"), confined=confined(config),
                     budget=config.getoption("budget"))
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
@@ -176,7 +176,7 @@ def reference_root(config) -> Path:
     return config.stash[REFERENCE_ROOT]
 
 
-_references: dict[Path, Student] = {}
+_references: dict[Path, RemoteCode] = {}
 
 
 @pytest.fixture(scope="session")
@@ -191,7 +191,7 @@ def reference(request):
         pytest.fail(f"no reference solution in {root}: run `make solutions` or pass --reference")
     if root not in _references:
         # No budget: the reference serves a whole lane, and a spent budget would fail the student's checks.
-        _references[root] = Student(root, timeout=60.0, budget=math.inf, memoize=True)
+        _references[root] = RemoteCode(root, timeout=60.0, budget=math.inf, memoize=True)
         atexit.register(_references[root].close)
     return _references[root]
 
@@ -206,13 +206,13 @@ def replay_key(item) -> tuple:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """Record the requests a check sends to the student: for the diagnosis of a failure and,
-    when it passes, for replay (:mod:`autograder.replay`)."""
+    when it passes, for replay (:mod:`autograder.judge.replay`)."""
     torch.default_generator.manual_seed(0)  # the judge's own RNG never depends on which checks ran before
     reference = item.funcargs.get("reference")
-    if isinstance(reference, Student):
+    if isinstance(reference, RemoteCode):
         reference.begin_check(record=False)  # its worker serves a whole lane: let it drop earlier checks' modules
     student = item.funcargs.get("student")
-    if not isinstance(student, Student):
+    if not isinstance(student, RemoteCode):
         return (yield)
     student.begin_check()
     try:
@@ -228,9 +228,9 @@ def pytest_runtest_call(item):
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     """A check whose requests the student answers as on an earlier passing run passes without
-    running the judge's side again (:mod:`autograder.replay`)."""
+    running the judge's side again (:mod:`autograder.judge.replay`)."""
     student = pyfuncitem.funcargs.get("student")
-    if isinstance(student, Student) and replay_enabled(pyfuncitem.config) and \
+    if isinstance(student, RemoteCode) and replay_enabled(pyfuncitem.config) and \
             _replays.replay(replay_key(pyfuncitem), student):
         pyfuncitem.stash[REPLAYED] = True
         return True
@@ -337,7 +337,7 @@ class Scoreboard:
     def __init__(self, config):
         self.config = config
         self.results: dict[str, dict] = {}
-        self.replayed = 0  # checks that passed by replay (autograder.replay)
+        self.replayed = 0  # checks that passed by replay (autograder.judge.replay)
 
     def pytest_runtest_logreport(self, report):
         props = dict(report.user_properties)

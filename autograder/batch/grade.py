@@ -8,7 +8,7 @@ the class's files, so no student name (``grades.csv``) can take their place.
 
 Each submission is first *staged*: its regular files are copied into a private folder
 named by its position in the cohort, never by the student's name (symlinks that leave the submission, oversized and unexpected files are left out and said
-so), then graded by one of ``jobs`` lanes (:mod:`autograder.lane`). A student's reports are
+so), then graded by one of ``jobs`` lanes (:mod:`autograder.batch.lane`). A student's reports are
 written, atomically, as soon as that student is graded, together with a fingerprint of the
 submission and of the checks; a later run skips every student whose fingerprint still
 matches (unless ``force``), so an interrupted run resumes where it stopped.
@@ -28,9 +28,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import reports
+from autograder.batch import reports
+from autograder.files import write_atomically
+from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.lab import DECLARATION, KIT_ROOT, Lab
-from autograder.student import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.text import one_line
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -70,12 +71,6 @@ def part_of_lab(lab: Lab, path: Path) -> bool:
     return path.name in lab.modules or path.suffix == ".ipynb"
 
 
-def copy_modules(source: Path, target: Path) -> Path:
-    """Copy the Python modules of ``source`` (a solution folder) into ``target``; return ``target``."""
-    target.mkdir(parents=True, exist_ok=True)
-    for module in source.glob("*.py"):
-        shutil.copy(module, target / module.name)
-    return target
 
 
 def stage(lab: Lab, submission: Submission, into: Path) -> Path:
@@ -144,7 +139,7 @@ def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
 
 
 class Lane:
-    """One judge process (:mod:`autograder.lane`), restarted if it ever stops."""
+    """One judge process (:mod:`autograder.batch.lane`), restarted if it ever stops."""
 
     def __init__(self, lab: Lab, call_timeout: float, budget: float, replay: bool = True):
         self.lab, self.call_timeout, self.budget, self.replay = lab, call_timeout, budget, replay
@@ -152,7 +147,7 @@ class Lane:
 
     def start(self):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.lane", "--checks", str(self.lab.checks),
+            [sys.executable, "-m", "autograder.batch.lane", "--checks", str(self.lab.checks),
              "--reference", str(self.lab.reference), "--call-timeout", str(self.call_timeout), "--budget", str(self.budget),
              *([] if self.replay else ["--no-replay"])],
             cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -208,7 +203,7 @@ class Progress:
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = False,
           call_timeout: float = CALL_TIMEOUT, budget: float = MODULE_BUDGET, stream=sys.stderr, replay: bool = True) -> dict:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
-    summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.replay`)."""
+    summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.judge.replay`)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     cohort = discover(lab, submissions)
@@ -248,7 +243,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
         folder = student_folder(out, submission.student)
         folder.mkdir(parents=True, exist_ok=True)
         reports.write_student(lab, folder, record)
-        reports.write_atomically(folder / FINGERPRINT, stamp)
+        write_atomically(folder / FINGERPRINT, stamp)
         return record["status"]
 
     def lane_loop() -> None:
@@ -280,8 +275,8 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
         if record is None:
             ungraded.setdefault(submission.student, "no report")
     records = [r for r in records if r is not None]
-    reports.write_atomically(out / "grades.csv", reports.grades_csv(lab, records))
-    reports.write_atomically(out / "report.html", reports.class_report(lab, records))
+    write_atomically(out / "grades.csv", reports.grades_csv(lab, records))
+    write_atomically(out / "report.html", reports.class_report(lab, records))
     return {"lab": lab.name, "graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
             "ungraded": [f"{student}: {why}" for student, why in ungraded.items()],
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
@@ -292,5 +287,5 @@ def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> li
     """Grade every lab of ``labs`` the cohort handed in, each into ``out/<lab>/``, and write the
     course's ``out/grades.csv``: one row per student, one total per lab."""
     runs = [grade(lab, submissions, out / lab.name, **options) for lab in labs_submitted(labs, submissions)]
-    reports.write_atomically(out / "grades.csv", reports.course_csv(runs))
+    write_atomically(out / "grades.csv", reports.course_csv(runs))
     return runs

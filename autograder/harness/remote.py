@@ -1,7 +1,8 @@
 """The judge's side of the boundary: call a submission's code without importing it.
 
-``Student(dir)`` starts a worker (:mod:`autograder.worker`) on first use and forwards calls
-to it. Checks read naturally::
+``RemoteCode(dir)`` is a folder of modules seen through a worker process
+(:mod:`autograder.harness.worker`), started on first use: the student's submission, and also the
+reference solution and the misconceptions' mutants. Checks read naturally::
 
     student.module.function(x, dim=0)                      # call a function of module.py
     layer = student.seeded(789).module.Layer(3, 2)         # seeded construction
@@ -38,11 +39,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import cgroup, sandbox
-from autograder.codec import CodecError, HandleRef, decode_frame, encode, read_frame_bytes
+from autograder.harness import cgroup, sandbox
+from autograder.harness.codec import CodecError, HandleRef, decode_frame, encode, read_frame_bytes
+from autograder.lab import KIT_ROOT
 from autograder.text import printable
 
-KIT_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def parent_of(pid: int) -> int | None:
 
 
 class Zygote:
-    """The judge's handle on :mod:`autograder.zygote`: confined workers, forked in milliseconds.
+    """The judge's handle on :mod:`autograder.harness.zygote`: confined workers, forked in milliseconds.
 
     Only the zygote holds the other end of the control socket (every worker closes it before
     student code runs), and an answer is still checked before it is believed: the request id
@@ -133,7 +134,7 @@ class Zygote:
 
     def __init__(self):
         control, child_end = socket.socketpair()
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.zygote", str(child_end.fileno())],
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.harness.zygote", str(child_end.fileno())],
                                      cwd=KIT_ROOT, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL,
                                      env=dict(sandbox.ENVIRONMENT))  # the judge's environment stays with the judge
         child_end.close()
@@ -230,7 +231,7 @@ class WorkerProcess:
             judge_end, worker_end = socket.socketpair()
             self.output, output_end = os.pipe()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "autograder.worker", str(root), str(worker_end.fileno())],
+                [sys.executable, "-m", "autograder.harness.worker", str(root), str(worker_end.fileno())],
                 cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=output_end, stderr=output_end,
                 pass_fds=(worker_end.fileno(),))
             self.sock = judge_end
@@ -364,11 +365,11 @@ class WorkerProcess:
             subprocess.run(["rm", "-rf", "--one-file-system", str(self.folder)], check=False)
 
 
-class Student:
-    """A submission folder seen through a worker process.
+class RemoteCode:
+    """A folder of modules (a submission, the reference, a mutant) seen through a worker process.
 
     ``confined`` runs the submission in workers forked by the zygote into a sandbox each
-    (:mod:`autograder.sandbox`); otherwise a plain worker runs it (the reference solution).
+    (:mod:`autograder.harness.sandbox`); otherwise a plain worker runs it (the reference solution).
     ``timeout`` caps the seconds one call may take and ``budget`` those all calls into one
     module together may take. ``memoize`` keeps the answers of
     function calls (never of modules, which have state): for the reference solution, whose
@@ -386,10 +387,10 @@ class Student:
             "stopped": {}, "printed": 0, "forbid": ()}
 
     # -- the calls checks make ------------------------------------------------------------
-    def __getattr__(self, module: str) -> "ModuleProxy":
+    def __getattr__(self, module: str) -> "RemoteModule":
         if module.startswith("_"):
             raise AttributeError(module)
-        return ModuleProxy(self, module)
+        return RemoteModule(self, module)
 
     @contextlib.contextmanager
     def forbidding(self, *names: str):
@@ -402,9 +403,9 @@ class Student:
         finally:
             self._shared["forbid"] = before
 
-    def seeded(self, seed: int) -> "Student":
+    def seeded(self, seed: int) -> "RemoteCode":
         """The same submission, with every call made right after ``torch.manual_seed(seed)``."""
-        return Student(self.root, self.timeout, self.confined, self.budget, seed=seed, _shared=self._shared)
+        return RemoteCode(self.root, self.timeout, self.confined, self.budget, seed=seed, _shared=self._shared)
 
     def build_in_order(self, seed: int, *specs) -> list["Handle"]:
         """Construct ``(target, *args)`` specs one after another after a single ``manual_seed``."""
@@ -437,7 +438,7 @@ class Student:
         return worker
 
     def request(self, request: dict, wrap: bool = True):
-        """Send one request (see :mod:`autograder.worker`); the answer, with modules as
+        """Send one request (see :mod:`autograder.harness.worker`); the answer, with modules as
         :class:`Handle` objects (or, with ``wrap=False``, as the raw :class:`HandleRef`)."""
         request.setdefault("seed", self._seed)
         if self._shared["forbid"]:
@@ -685,20 +686,20 @@ def contains_handle(value) -> bool:
     return False
 
 
-class ModuleProxy:
-    def __init__(self, student: Student, module: str):
+class RemoteModule:
+    def __init__(self, student: RemoteCode, module: str):
         self._student, self._module = student, module
 
-    def __getattr__(self, name: str) -> "Callable":
+    def __getattr__(self, name: str) -> "RemoteFunction":
         if name.startswith("_"):
             raise AttributeError(name)
-        return Callable(self._student, f"{self._module}.{name}")
+        return RemoteFunction(self._student, f"{self._module}.{name}")
 
 
-class Callable:
+class RemoteFunction:
     """A function or class of the submission, called through the worker."""
 
-    def __init__(self, student: Student, target: str):
+    def __init__(self, student: RemoteCode, target: str):
         self._student, self.target = student, target
 
     def __call__(self, *args, **kwargs):
@@ -726,7 +727,7 @@ class Callable:
 class Handle:
     """An ``nn.Module`` the submission built; it lives in the worker."""
 
-    def __init__(self, student: Student, ref: HandleRef):
+    def __init__(self, student: RemoteCode, ref: HandleRef):
         self._student, self._ref = student, ref
         self.type_name = ref.type_name
 

@@ -11,11 +11,11 @@ import csv
 import html
 import io
 import json
-import os
 import re
 from pathlib import Path
 
-from autograder.dependencies import dependencies, dependency_sentence
+from autograder.files import write_atomically
+from autograder.judge.dependencies import dependencies, dependency_sentence
 from autograder.lab import Lab
 from autograder.text import csv_cell, markdown_block, markdown_span, one_line
 
@@ -187,11 +187,6 @@ def markdown_to_html(title: str, markdown: str) -> str:
             f"</head><body>{''.join(body)}</body></html>")
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of one (an interrupted run loses nothing)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_student(lab: Lab, folder: Path, record: dict) -> None:

@@ -13,7 +13,7 @@ torch and the reference) need not run.
 runs, one at a time, for as long as the answers match one of those runs; when a run is
 matched to its end, the check has passed. The student's code still runs for every request:
 only the judge's work is saved. At the first answer no earlier run got, the check runs for
-real; the answers already received are handed to it (:meth:`Student.preanswer`), so the
+real; the answers already received are handed to it (:meth:`RemoteCode.preanswer`), so the
 worker sees exactly the requests a run without replay would have sent, and the score cannot
 depend on the order in which submissions are graded.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from autograder.student import Recording, Student, StudentError
+from autograder.harness.remote import Recording, RemoteCode, StudentError
 
 # Passing runs kept per check: one per way of answering (students who compute in a different
 # order get different bits). A few ways per class are common; the least recently matched
@@ -70,7 +70,7 @@ class Replays:
             runs.insert(0, run)
             del runs[RUNS_PER_CHECK:]
 
-    def replay(self, key, student: Student) -> bool:
+    def replay(self, key, student: RemoteCode) -> bool:
         """True when the student answered every request of an earlier passing run of ``key``
         as that run was answered (the check passes); False when the check must run."""
         runs = self.runs.get(key, [])

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from autograder.student import StudentError
+from autograder.harness.remote import StudentError
 
 
 class CheckFailure(AssertionError):
@@ -166,7 +166,7 @@ def expect_student_error(call, error_type: str, what: str) -> StudentError:
 # -- the form of code ---------------------------------------------------------------------------
 
 def expect_calls(counts: dict[str, int], at_least: int, what: str, form: str) -> None:
-    """The form of code, judged by running it: ``counts`` (from :meth:`Callable.counting`) must add
+    """The form of code, judged by running it: ``counts`` (from :meth:`RemoteFunction.counting`) must add
     up to ``at_least`` calls of the library functions that ``form`` names."""
     made = sum(counts.values())
     if made < at_least:

@@ -1,0 +1,3 @@
+"""Where grades go: GitHub Classroom and Gradescope (what runs on their machines) and nbgrader's
+gradebook.
+"""
