@@ -1,5 +1,5 @@
 # The course's labs (source/<lab>/). `make grade` and `make test` set everything up themselves.
-# LAB=<name> picks one lab; without it a command works on every lab (check and bench: the only one).
+# LAB=<name> picks one lab; without it a command works on every lab (check: the only one).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -20,7 +20,8 @@ grade: $(READY)
 	$(PY) -m autograder grade $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
 		$(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) $(if $(NBGRADER),--nbgrader)
 
-## make bench [LAB=name] [N=100] [JOBS=n]: grade N copies of the reference solution and print the timings
+## make bench [LAB=name] [N=100] [JOBS=n]: per lab, grade N copies of the reference solution and the demo cohort
+## cycled to N; print the timings
 bench: $(READY)
 	$(PY) -m autograder.batch.bench $(LAB_OPTION) $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
 

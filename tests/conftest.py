@@ -8,22 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from autograder.lab import Lab
+from autograder.lab import Lab, all_labs
 
 KIT = Path(__file__).resolve().parent.parent
-SOURCE = KIT / "source" / "attention"
-CHECKS = SOURCE / "tests"
-RELEASE = KIT / "assignments" / "attention"
-SOLUTIONS = KIT / "solutions" / "attention"
-WRONG_MODULES = Path(__file__).resolve().parent / "wrong_modules"
-LAB = Lab.load(SOURCE)
+LABS = all_labs()
+# The lab the boundary, fairness, replay and platform tests grade; what holds for every lab is
+# tested on each (the `lab` fixture).
+LAB = Lab.load(KIT / "source" / "attention")
+SOURCE, CHECKS, RELEASE, SOLUTIONS = LAB.source, LAB.checks, LAB.release, LAB.reference
 PARTS = LAB.part_ids
+WRONG_MODULES = Path(__file__).resolve().parent / "wrong_modules"  # <lab>/<part>/: wrong modules, mistakes.toml
 
 
-def grade(submission: Path, results: Path, part: str | None = None) -> dict:
+def grade(submission: Path, results: Path, part: str | None = None, lab: Lab = LAB) -> dict:
     """Run every check (hidden ones included) on ``submission``; return the results JSON."""
     command = [sys.executable, "-m", "autograder", "check", "--submission", str(submission),
-               "--checks", str(CHECKS), "--reference", str(SOLUTIONS), "--results-json", str(results)]
+               "--checks", str(lab.checks), "--reference", str(lab.reference), "--results-json", str(results)]
     if part:
         command += ["--part", part]
     run = subprocess.run(command, cwd=KIT, capture_output=True, text=True, timeout=900)
@@ -31,11 +31,11 @@ def grade(submission: Path, results: Path, part: str | None = None) -> dict:
     return json.loads(results.read_text())
 
 
-def submission_with(tmp_path: Path, replacements: dict[str, str | None]) -> Path:
+def submission_with(tmp_path: Path, replacements: dict[str, str | None], lab: Lab = LAB) -> Path:
     """The reference modules, with some replaced by the given text (None: deleted)."""
     folder = tmp_path / "submission"
     folder.mkdir(parents=True)
-    for module in SOLUTIONS.glob("*.py"):
+    for module in lab.reference.glob("*.py"):
         shutil.copy(module, folder / module.name)
     for name, text in replacements.items():
         target = folder / f"{name}.py"
@@ -46,11 +46,16 @@ def submission_with(tmp_path: Path, replacements: dict[str, str | None]) -> Path
     return folder
 
 
-@pytest.fixture(scope="session")
-def solution_results(tmp_path_factory):
-    return grade(SOLUTIONS, tmp_path_factory.mktemp("solutions") / "results.json")
+@pytest.fixture(scope="session", params=LABS, ids=lambda lab: lab.name)
+def lab(request) -> Lab:
+    return request.param
 
 
 @pytest.fixture(scope="session")
-def stub_results(tmp_path_factory):
-    return grade(RELEASE, tmp_path_factory.mktemp("stubs") / "results.json")
+def solution_results(lab, tmp_path_factory):
+    return grade(lab.reference, tmp_path_factory.mktemp("solutions") / "results.json", lab=lab)
+
+
+@pytest.fixture(scope="session")
+def stub_results(lab, tmp_path_factory):
+    return grade(lab.release, tmp_path_factory.mktemp("stubs") / "results.json", lab=lab)

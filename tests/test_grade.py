@@ -14,7 +14,7 @@ import pytest
 
 from autograder.batch import reports
 from autograder.batch.grade import grade
-from conftest import KIT, LAB, PARTS, SOLUTIONS
+from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS
 
 DEMO = KIT / "examples" / "submitted"
 FULL_MARKS = {"ada", "ben", "chen"}
@@ -25,12 +25,46 @@ def rows(out):
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def course(tmp_path_factory):
+    """`make grade` on the demo cohort: every lab it holds."""
     out = tmp_path_factory.mktemp("grades")
     run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(DEMO), "--out", str(out),
                           "--jobs", "2"], cwd=KIT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    return out / LAB.name, run  # the lab's reports
+    return out, run
+
+
+@pytest.fixture(scope="module")
+def demo(course):
+    return course[0] / LAB.name, course[1]  # the first lab's reports
+
+
+# The second lab's demo students: 001's own encoder and decoder (chen), the unbiased variance (dara), the mask
+# read as F.scaled_dot_product_attention reads it (eli), pre-norm (fay), a decoder that sees the future (gus),
+# half the lab not started (hana); four students handed in no transformer/ folder.
+TRANSFORMER_DEMO = {"ada": (100, set()), "ben": (100, set()),
+                    "chen": (None, {"encoder.document_feed_forward", "decoder.document_cross_attention"}),
+                    "dara": (None, {"layernorm.unbiased_variance"}), "eli": (None, {"attention.mask_polarity_flipped"}),
+                    "fay": (None, {"encoder.pre_norm"}), "gus": (None, {"decoder.no_causal_mask"}), "hana": (30, set())}
+
+
+def test_the_second_lab_is_graded_from_its_folder_with_the_same_code(course):
+    out, run = course
+    table = rows(out / "transformer")
+    assert list(csv.reader(io.StringIO((out / "transformer" / "grades.csv").read_text())))[0] == \
+        ["student", "layernorm", "feedforward", "attention", "encoder", "decoder", "total", "max_total", "status", "notes"]
+    for student, row in table.items():
+        total, mistakes = TRANSFORMER_DEMO.get(student, (0, set()))
+        if total is not None:
+            assert float(row["total"]) == total, row
+        else:
+            assert 0 < float(row["total"]) < 100, row
+        summary = json.loads((out / "transformer" / "students" / student / "summary.json").read_text())
+        assert {m["id"] for part in summary["parts"].values() for m in part["misconceptions"]} == mistakes, student
+        if student not in TRANSFORMER_DEMO:
+            assert row["status"] == "no transformer/ folder in the submission", row
+    course_table = {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+    assert float(course_table["ada"]["total"]) == 200 and float(course_table["hana"]["transformer"]) == 30
 
 
 def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(demo):
@@ -258,5 +292,6 @@ def test_bench_prints_the_reference_copies_and_the_demo_cohort():
     run = subprocess.run([sys.executable, "-m", "autograder.batch.bench", "--copies", "4", "--jobs", "2", "--full-copies", "0"],
                          cwd=KIT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert f"({LAB.name}: reference solution, 2 jobs)" in run.stdout
-    assert "the demo cohort cycled to 4: total" in run.stdout
+    for lab in LABS:  # without --lab, every lab
+        assert f"({lab.name}: reference solution, 2 jobs)" in run.stdout
+    assert run.stdout.count("the demo cohort cycled to 4: total") == len(LABS)

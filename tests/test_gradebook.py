@@ -18,16 +18,17 @@ def grade_into_gradebook(cohort: Path, out: Path, db_url: str) -> None:
     run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
                           "--nbgrader", "--gradebook", db_url], cwd=KIT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert f"recorded the attention points of 2 students in {db_url}" in run.stdout
+    for lab in ("attention", "transformer"):  # one nbgrader assignment per lab
+        assert f"recorded the {lab} points of 2 students in {db_url}" in run.stdout
 
 
-def nbgrader_export(db_url: str, tmp_path: Path) -> dict[str, dict]:
-    """The real `nbgrader export` (CSV), by student."""
+def nbgrader_export(db_url: str, tmp_path: Path) -> dict[tuple[str, str], dict]:
+    """The real `nbgrader export` (CSV), by (assignment, student)."""
     target = tmp_path / "export.csv"
     bin_dir = Path(sys.executable).parent
     subprocess.run([str(bin_dir / "nbgrader"), "export", f"--CourseDirectory.db_url={db_url}", "--to", str(target)],
                    cwd=KIT, check=True, capture_output=True, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
-    return {row["student_id"]: row for row in csv.DictReader(target.open())}
+    return {(row["assignment"], row["student_id"]): row for row in csv.DictReader(target.open())}
 
 
 def test_automatic_and_manual_points_export_together(tmp_path):
@@ -41,8 +42,11 @@ def test_automatic_and_manual_points_export_together(tmp_path):
         grade.manual_score = 2
         gb.db.commit()
     exported = nbgrader_export(db_url, tmp_path)
-    assert (float(exported["ada"]["score"]), float(exported["ada"]["max_score"])) == (102, 110)
-    assert float(exported["dara"]["score"]) == 45
+    assert (float(exported["attention", "ada"]["score"]), float(exported["attention", "ada"]["max_score"])) == (102, 110)
+    assert float(exported["attention", "dara"]["score"]) == 45
+    # the second lab: automatic points out of 100, four written answers of 2 points not marked yet
+    assert (float(exported["transformer", "ada"]["score"]), float(exported["transformer", "ada"]["max_score"])) == (100, 108)
+    assert float(exported["transformer", "dara"]["score"]) == 55
     with Gradebook(db_url) as gb:
         parts = {c.name: gb.find_grade(c.name, "attention_lab", "attention", "dara").score
                  for c in gb.find_notebook("attention_lab", "attention").task_cells}
@@ -52,6 +56,6 @@ def test_automatic_and_manual_points_export_together(tmp_path):
     shutil.copy(KIT / "solutions" / "attention" / "masking.py", cohort / "dara" / "attention" / "masking.py")
     grade_into_gradebook(cohort, tmp_path / "grades", db_url)
     exported = nbgrader_export(db_url, tmp_path)
-    assert float(exported["ada"]["score"]) == 102 and float(exported["dara"]["score"]) > 45
+    assert float(exported["attention", "ada"]["score"]) == 102 and float(exported["attention", "dara"]["score"]) > 45
     with Gradebook(db_url) as gb:
         assert gb.find_grade("auto_masking", "attention_lab", "attention", "dara").score == 20

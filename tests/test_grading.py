@@ -8,7 +8,7 @@ import torch
 from autograder.authoring.release import hidden_line_ranges
 from autograder.harness.remote import RemoteCode
 from autograder.judge.misconceptions import Diagnoser, Misconception, load_catalogue
-from conftest import CHECKS, LAB, PARTS, SOLUTIONS, WRONG_MODULES, grade, submission_with
+from conftest import LAB, LABS, PARTS, SOLUTIONS, WRONG_MODULES, grade, submission_with
 
 
 def failed(results: dict, part: str | None = None) -> dict[str, str]:
@@ -17,10 +17,10 @@ def failed(results: dict, part: str | None = None) -> dict[str, str]:
             if not c["passed"] and part in (None, c["part"])}
 
 
-def test_reference_solution_scores_100(solution_results):
+def test_reference_solution_scores_100(lab, solution_results):
     assert failed(solution_results) == {}
     assert solution_results["total"] == solution_results["max_total"] == 100
-    assert list(solution_results["parts"]) == list(PARTS)
+    assert list(solution_results["parts"]) == list(lab.part_ids)
 
 
 def test_stubs_score_0_and_every_check_says_not_implemented(stub_results):
@@ -37,22 +37,22 @@ def test_stub_messages_name_the_part_and_function(stub_results):
         assert stub.split(".")[0] == check["part"], check
 
 
-def test_points_declared_once_and_summing_to_the_weights():
-    points = tomllib.loads((CHECKS / "points.toml").read_text())
-    assert list(points) == list(PARTS) and LAB.max_points == 100
-    for part in LAB.parts:
+def test_points_declared_once_and_summing_to_the_weights(lab):
+    points = tomllib.loads((lab.checks / "points.toml").read_text())
+    assert list(points) == list(lab.part_ids) and lab.max_points == 100
+    for part in lab.parts:
         assert sum(points[part.id].values()) == pytest.approx(part.weight), part
 
 
-def test_every_check_has_points_and_every_points_entry_a_check(solution_results):
-    points = tomllib.loads((CHECKS / "points.toml").read_text())
-    declared = {(part, name) for part in PARTS for name in points[part]}
+def test_every_check_has_points_and_every_points_entry_a_check(lab, solution_results):
+    points = tomllib.loads((lab.checks / "points.toml").read_text())
+    declared = {(part, name) for part in lab.part_ids for name in points[part]}
     collected = {(c["part"], c["check"]) for c in solution_results["checks"]}
     assert declared == collected
 
 
-def test_every_part_has_public_and_hidden_checks(solution_results):
-    for part in PARTS:
+def test_every_part_has_public_and_hidden_checks(lab, solution_results):
+    for part in lab.part_ids:
         kinds = {c["hidden"] for c in solution_results["checks"] if c["part"] == part}
         assert kinds == {True, False}, part
 
@@ -63,8 +63,8 @@ def test_every_hidden_check_says_in_one_line_what_it_checks(solution_results):
     assert hidden and [c["check"] for c in hidden if not c["about"]] == []
 
 
-def test_hidden_checks_are_the_ones_fenced_in_points_toml(solution_results):
-    text = (CHECKS / "points.toml").read_text()
+def test_hidden_checks_are_the_ones_fenced_in_points_toml(lab, solution_results):
+    text = (lab.checks / "points.toml").read_text()
     hidden_lines = {n for span in hidden_line_ranges(text) for n in span}
     fenced, part = set(), None
     for number, line in enumerate(text.split("\n"), start=1):
@@ -76,32 +76,33 @@ def test_hidden_checks_are_the_ones_fenced_in_points_toml(solution_results):
     assert marked == fenced
 
 
-KNOWN_MISTAKES = load_catalogue(CHECKS)
+KNOWN_MISTAKES = {lab.name: load_catalogue(lab.checks) for lab in LABS}
 
 
 def wrong_module_cases():
-    for manifest in sorted(WRONG_MODULES.glob("*/mistakes.toml")):
-        part = manifest.parent.name
-        for mistake, entry in tomllib.loads(manifest.read_text()).items():
-            yield pytest.param(part, mistake, entry, id=f"{part}-{mistake}")
+    for lab in LABS:
+        for manifest in sorted((WRONG_MODULES / lab.name).glob("*/mistakes.toml")):
+            part = manifest.parent.name
+            for mistake, entry in tomllib.loads(manifest.read_text()).items():
+                yield pytest.param(lab, part, mistake, entry, id=f"{lab.name}-{part}-{mistake}")
 
 
-def known_mistake(part: str, name: str) -> Misconception | None:
-    return next((m for m in KNOWN_MISTAKES.get(part, []) if m.name == name), None)
+def known_mistake(part: str, name: str, lab=LAB) -> Misconception | None:
+    return next((m for m in KNOWN_MISTAKES[lab.name].get(part, []) if m.name == name), None)
 
 
-def wrong_module(part: str, mistake: str) -> str:
+def wrong_module(lab, part: str, mistake: str) -> str:
     """The mistake's module: the reference with a known mistake's edits, or the file of that name."""
-    known = known_mistake(part, mistake)
+    known = known_mistake(part, mistake, lab)
     if known is None:
-        return (WRONG_MODULES / part / f"{mistake}.py").read_text()
-    return known.apply((SOLUTIONS / f"{part}.py").read_text())
+        return (WRONG_MODULES / lab.name / part / f"{mistake}.py").read_text()
+    return known.apply((lab.reference / f"{part}.py").read_text())
 
 
-@pytest.mark.parametrize("part, mistake, entry", list(wrong_module_cases()))
-def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, part, mistake, entry):
-    submission = submission_with(tmp_path, {part: wrong_module(part, mistake)})
-    results = grade(submission, tmp_path / "results.json", part=part)
+@pytest.mark.parametrize("lab, part, mistake, entry", list(wrong_module_cases()))
+def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, lab, part, mistake, entry):
+    submission = submission_with(tmp_path, {part: wrong_module(lab, part, mistake)}, lab)
+    results = grade(submission, tmp_path / "results.json", part=part, lab=lab)
     assert set(entry["fails"]) <= set(failed(results, part)), failed(results, part)
     # No hidden surprises: hidden checks vary inputs, so what one of them catches a public check catches too.
     failing = [c for c in results["checks"] if c["part"] == part and not c["passed"]]
@@ -109,22 +110,22 @@ def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, part, mistake, en
         assert any(not c["hidden"] for c in failing), "only hidden checks catch this mistake"
     row = results["parts"][part]
     assert 0 < row["points"] < row["max_points"], "a single mistake earns partial points"
-    if known_mistake(part, mistake):
+    if known_mistake(part, mistake, lab):
         # Every failed check is diagnosed, with this mistake among the matches.
         diagnosed = {c["check"]: {d["id"] for d in c["diagnoses"]} for c in results["checks"] if not c["passed"]}
         assert {check for check, ids in diagnosed.items() if f"{part}.{mistake}" not in ids} == set(), diagnosed
 
 
-def test_every_part_has_wrong_modules_and_every_known_mistake_a_test():
-    tested = {(m.parent.name, name) for m in WRONG_MODULES.glob("*/mistakes.toml")
+def test_every_part_has_wrong_modules_and_every_known_mistake_a_test(lab):
+    tested = {(m.parent.name, name) for m in (WRONG_MODULES / lab.name).glob("*/mistakes.toml")
               for name in tomllib.loads(m.read_text())}
-    assert {part for part, _ in tested} == set(PARTS)
-    assert {(m.part, m.name) for ms in KNOWN_MISTAKES.values() for m in ms} <= tested
+    assert {part for part, _ in tested} == set(lab.part_ids)
+    assert {(m.part, m.name) for ms in KNOWN_MISTAKES[lab.name].values() for m in ms} <= tested
 
 
-def test_known_mistakes_change_the_reference():
-    for part, mistakes in KNOWN_MISTAKES.items():
-        reference = (SOLUTIONS / f"{part}.py").read_text()
+def test_known_mistakes_change_the_reference(lab):
+    for part, mistakes in KNOWN_MISTAKES[lab.name].items():
+        reference = (lab.reference / f"{part}.py").read_text()
         for mistake in mistakes:
             assert mistake.apply(reference) != reference, mistake.id
             assert mistake.title and mistake.hint, mistake.id
@@ -134,7 +135,7 @@ def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
     """The calls of a failing check, answered as the reference answers them, name no mistake:
     a failure that is not about the answers (a dtype, the source's form) is not a misconception.
     Without that guard every mutant that leaves those calls alone would match."""
-    diagnoser = Diagnoser(KNOWN_MISTAKES, SOLUTIONS, confined=False)
+    diagnoser = Diagnoser(KNOWN_MISTAKES[LAB.name], SOLUTIONS, confined=False)
     reference = RemoteCode(SOLUTIONS)
     try:
         reference.begin_check()

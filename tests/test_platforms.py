@@ -23,10 +23,20 @@ DEMO = KIT / "examples" / "submitted"
 SCHEMA = json.loads((Path(__file__).parent / "gradescope_results.schema.json").read_text())
 
 
+def build(lab, out: Path) -> dict[str, Path]:
+    return {"student": student_bundle(lab, out), "gradescope": gradescope_zip(lab, out)}
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dist")
-    return {"student": student_bundle(LAB, out), "gradescope": gradescope_zip(LAB, out)}
+    """The first lab's bundle and zip, for the tests that grade a whole cohort through them."""
+    return build(LAB, tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def lab_dist(lab, tmp_path_factory):
+    """Each lab's bundle and zip: every lab gets everything the first one has."""
+    return build(lab, tmp_path_factory.mktemp(f"dist-{lab.name}"))
 
 
 def unzip(archive: Path, into: Path) -> Path:
@@ -39,19 +49,19 @@ def unzip(archive: Path, into: Path) -> Path:
 
 # -- the student bundle ------------------------------------------------------------------------------
 
-def test_the_bundle_holds_what_a_student_needs_and_no_secret(dist):
-    with zipfile.ZipFile(dist["student"]) as bundle:
+def test_the_bundle_holds_what_a_student_needs_and_no_secret(lab, lab_dist):
+    with zipfile.ZipFile(lab_dist["student"]) as bundle:
         names = set(bundle.namelist())
         # The lab's files: the harness (autograder/) is the kit's own code, not built from source/.
         text = "\n".join(bundle.read(n).decode("utf-8", "replace") for n in names if "/autograder/" not in n)
-    root = "attention-student/"
+    root, name = f"{lab.name}-student/", lab.name
     for required in ("README.md", "Makefile", "requirements.txt", ".github/workflows/classroom.yml",
-                     "attention/Makefile", "attention/attention_lab.ipynb", "attention/tests/points.toml",
-                     *(f"attention/{part}.py" for part in PARTS), "autograder/__main__.py"):
+                     f"{name}/Makefile", f"{name}/{lab.notebook}.ipynb", f"{name}/tests/points.toml",
+                     *(f"{name}/{module}" for module in lab.modules), "autograder/__main__.py"):
         assert root + required in names, required
     assert not any("misconceptions.toml" in n or "/solutions/" in n or "/source/" in n for n in names)
     lines = {line.strip() for line in text.split("\n")}
-    for secrets in (secret_lines(solution_line_ranges), secret_lines(hidden_line_ranges)):
+    for secrets in (secret_lines(lab, solution_line_ranges), secret_lines(lab, hidden_line_ranges)):
         leaked = {line for module in secrets.values() for line in module if line in lines}
         assert not leaked, sorted(leaked)[:5]
     assert "torch==2.13.0" in text
@@ -125,8 +135,8 @@ def test_classroom_step_gives_partial_credit_inside_a_part(student_repo, tmp_pat
     assert maximum == 84.5 and total == maximum - runners["dropout"]["max_score"] + dropout_points
 
 
-def test_classroom_workflow_feeds_the_reporter_every_part(dist, tmp_path):
-    root = unzip(dist["student"], tmp_path) / "attention-student"
+def test_classroom_workflow_feeds_the_reporter_every_part(lab, lab_dist, tmp_path):
+    root = unzip(lab_dist["student"], tmp_path) / f"{lab.name}-student"
     workflow = yaml.safe_load((root / ".github/workflows/classroom.yml").read_text())
     assert workflow["name"] == "Autograding Tests" and list(workflow["jobs"]) == ["run-autograding-tests"]
     steps = workflow["jobs"]["run-autograding-tests"]["steps"]
@@ -134,7 +144,7 @@ def test_classroom_workflow_feeds_the_reporter_every_part(dist, tmp_path):
     assert grading["run"] == "make classroom"
     reporter = next(s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-grading-reporter"))
     runners = reporter["with"]["runners"].split(",")
-    assert runners == list(PARTS)
+    assert runners == list(lab.part_ids)
     assert reporter["env"] == {f"{p.upper()}_RESULTS": f"${{{{ steps.checks.outputs.{p} }}}}" for p in runners}
 
 
@@ -145,14 +155,15 @@ def actionlint(workflow: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_workflows_pass_actionlint(dist, tmp_path):
-    root = unzip(dist["student"], tmp_path) / "attention-student"
+def test_workflows_pass_actionlint(lab, lab_dist, tmp_path):
+    root = unzip(lab_dist["student"], tmp_path) / f"{lab.name}-student"
     for workflow in (root / ".github/workflows/classroom.yml", KIT / ".github/workflows/ci.yml"):
         run = actionlint(workflow)
         assert run.returncode == 0, run.stdout
     # The linter does catch a broken reference (a check that cannot fail proves nothing).
     broken = root / ".github/workflows/classroom.yml"
-    broken.write_text(broken.read_text().replace("steps.checks.outputs.heads", "steps.check.outputs.heads"))
+    last = lab.part_ids[-1]
+    broken.write_text(broken.read_text().replace(f"steps.checks.outputs.{last}", f"steps.check.outputs.{last}"))
     assert actionlint(broken).returncode != 0
 
 
@@ -175,13 +186,25 @@ def run_autograder(root: Path) -> dict:
     return results
 
 
-def test_the_zip_has_setup_and_run_autograder_at_its_root(dist):
-    with zipfile.ZipFile(dist["gradescope"]) as bundle:
+def test_the_zip_has_setup_and_run_autograder_at_its_root(lab, lab_dist):
+    with zipfile.ZipFile(lab_dist["gradescope"]) as bundle:
         names = set(bundle.namelist())
         modes = {i.filename: i.external_attr >> 16 for i in bundle.infolist()}
     assert {"setup.sh", "run_autograder", "requirements.txt"} <= names
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
-    assert "source/attention/tests/misconceptions.toml" in names and "solutions/attention/heads.py" in names
+    assert f"source/{lab.name}/tests/misconceptions.toml" in names
+    assert {f"solutions/{lab.name}/{module}" for module in lab.modules} <= names
+
+
+def test_gradescope_grades_each_lab_from_its_zip(lab, lab_dist, tmp_path):
+    """The reference scores full marks and the stubs nothing, through the lab's own zip."""
+    for version, score in ((lab.reference, lab.max_points), (lab.release, 0)):
+        root = gradescope_root(lab_dist, tmp_path / version.parent.name)
+        for module in lab.modules:
+            shutil.copy(version / module, root / "submission" / module)
+        results = run_autograder(root)
+        jsonschema.validate(results, SCHEMA)
+        assert results["score"] == score and results["output"].startswith(f"# {lab.title}:")
 
 
 @pytest.mark.parametrize("student", sorted(p.name for p in DEMO.iterdir()))

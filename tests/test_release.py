@@ -8,7 +8,7 @@ from nbgrader.preprocessors import ClearSolutions
 
 from autograder.authoring.release import (build, course_config, hidden_line_ranges, kit_files,
                                 solution_line_ranges)
-from conftest import KIT, LAB, RELEASE, SOLUTIONS, SOURCE
+from conftest import KIT, LABS
 
 
 def lines_in(text: str, spans: list[range]) -> set[str]:
@@ -16,25 +16,25 @@ def lines_in(text: str, spans: list[range]) -> set[str]:
     return {numbered[n - 1].strip() for span in spans for n in span}
 
 
-def released_text() -> dict[str, str]:
-    return {str(p.relative_to(RELEASE)): p.read_text(encoding="utf-8", errors="replace")
-            for p in RELEASE.rglob("*") if p.is_file()}
+def released_text(lab) -> dict[str, str]:
+    return {str(p.relative_to(lab.release)): p.read_text(encoding="utf-8", errors="replace")
+            for p in lab.release.rglob("*") if p.is_file()}
 
 
-def released_lines() -> dict[str, set[str]]:
+def released_lines(lab) -> dict[str, set[str]]:
     """Each released file's stripped lines; notebooks by their cells' source lines."""
     lines = {}
-    for name, text in released_text().items():
+    for name, text in released_text(lab).items():
         if name.endswith(".ipynb"):
             text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
         lines[name] = {line.strip() for line in text.split("\n")}
     return lines
 
 
-def public_lines() -> set[str]:
-    """Lines that legitimately appear outside the fences somewhere in the source."""
+def public_lines(lab) -> set[str]:
+    """Lines that legitimately appear outside the fences somewhere in the lab's source."""
     visible = set()
-    for path in kit_files(SOURCE):
+    for path in kit_files(lab.source):
         text = path.read_text(encoding="utf-8")
         secret = set(solution_line_ranges(text)) | set(hidden_line_ranges(text))
         numbered = text.split("\n")
@@ -43,11 +43,11 @@ def public_lines() -> set[str]:
     return visible
 
 
-def secret_lines(ranges) -> dict[str, set[str]]:
+def secret_lines(lab, ranges) -> dict[str, set[str]]:
     """Per source file, the fenced lines that appear nowhere else in the source."""
-    shared = public_lines()
+    shared = public_lines(lab)
     secrets = {}
-    for path in kit_files(SOURCE):
+    for path in kit_files(lab.source):
         text = path.read_text(encoding="utf-8")
         lines = {line for line in lines_in(text, ranges(text)) if len(line) > 3 and line not in shared}
         if lines:
@@ -55,48 +55,48 @@ def secret_lines(ranges) -> dict[str, set[str]]:
     return secrets
 
 
-def test_no_solution_line_reaches_the_release():
-    secrets = secret_lines(solution_line_ranges)
-    assert set(secrets) == {f"{m}.py" for m in ("scores", "softmax", "projections", "masking", "dropout", "heads")}
-    for name, lines in released_lines().items():
+def test_no_solution_line_reaches_the_release(lab):
+    secrets = secret_lines(lab, solution_line_ranges)
+    assert set(secrets) == set(lab.modules)
+    for name, lines in released_lines(lab).items():
         present = {line for secret in secrets.values() for line in secret if line in lines}
         assert not present, f"{name} contains solution lines: {sorted(present)[:5]}"
 
 
-def test_no_hidden_check_reaches_the_release():
-    secrets = secret_lines(hidden_line_ranges)
+def test_no_hidden_check_reaches_the_release(lab):
+    secrets = secret_lines(lab, hidden_line_ranges)
     assert secrets, "the source has no hidden checks"
-    for name, lines in released_lines().items():
+    for name, lines in released_lines(lab).items():
         present = {line for secret in secrets.values() for line in secret if line in lines}
         assert not present, f"{name} contains hidden-check lines: {sorted(present)[:5]}"
 
 
-def test_known_mistakes_stay_with_the_instructor():
-    assert (SOURCE / "tests" / "misconceptions.toml").is_file()
-    assert not (RELEASE / "tests" / "misconceptions.toml").exists()
+def test_known_mistakes_stay_with_the_instructor(lab):
+    assert (lab.checks / "misconceptions.toml").is_file()
+    assert not (lab.release / "tests" / "misconceptions.toml").exists()
 
 
-def test_no_model_answer_reaches_the_release():
-    source = json.loads((SOURCE / "attention_lab.ipynb").read_text())
+def test_no_model_answer_reaches_the_release(lab):
+    source = json.loads((lab.source / f"{lab.notebook}.ipynb").read_text())
     answers = ["".join(c["source"]) for c in source["cells"]
                if c.get("metadata", {}).get("nbgrader", {}).get("solution") and c["cell_type"] == "markdown"]
     assert answers
-    released = json.dumps(released_text())
+    released = json.dumps(released_text(lab))
     for answer in answers:
         for sentence in filter(None, re.split(r"(?<=[.;])\s+", answer)):
             assert sentence.strip() not in released
 
 
-def test_stubs_use_the_course_stub_text():
+def test_stubs_use_the_course_stub_text(lab):
     stub = ClearSolutions(config=course_config()).code_stub["python"]
     stub_lines = [line.strip() for line in stub.split("\n")]
-    for module in RELEASE.glob("*.py"):
+    for module in lab.release.glob("*.py"):
         text = module.read_text()
         assert all(line in text for line in stub_lines), module.name
 
 
-def test_solutions_have_no_fences():
-    for module in SOLUTIONS.glob("*.py"):
+def test_solutions_have_no_fences(lab):
+    for module in lab.reference.glob("*.py"):
         assert "BEGIN SOLUTION" not in module.read_text(), module.name
 
 
@@ -117,8 +117,10 @@ def tree(root):
             if p.is_file() and "__pycache__" not in p.parts}
 
 
-@pytest.mark.parametrize("kind, committed", [("release", RELEASE), ("solution", SOLUTIONS)])
-def test_generated_folder_is_what_the_build_writes(tmp_path, kind, committed):
-    fresh = build(kind, LAB, tmp_path)
+@pytest.mark.parametrize("kind", ["release", "solution"])
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.name)
+def test_generated_folder_is_what_the_build_writes(tmp_path, lab, kind):
+    committed = lab.release if kind == "release" else lab.reference
+    fresh = build(kind, lab, tmp_path)
     assert tree(fresh) == tree(committed), (
         f"{committed.relative_to(KIT)} is stale: run `make release solutions` and commit the result")

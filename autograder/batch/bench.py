@@ -26,7 +26,7 @@ from pathlib import Path
 
 from autograder.batch.grade import grade
 from autograder.files import copy_modules
-from autograder.lab import KIT_ROOT, Lab, find_lab
+from autograder.lab import KIT_ROOT, Lab, all_labs, find_lab
 
 
 def cohort(lab: Lab, folder: Path, copies: int) -> Path:
@@ -65,27 +65,15 @@ def torch_import_seconds(repeats: int = 5) -> float:
     return min(times)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.batch.bench", description=__doc__)
-    parser.add_argument("--lab", help="the lab to grade (default: the course's only lab)")
-    parser.add_argument("--copies", type=int, default=100)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--full-copies", type=int, default=20,
-                        help="copies graded again with replay off (0: skip)")
-    options = parser.parse_args(argv)
+def bench(lab: Lab, options: argparse.Namespace, import_torch: float) -> None:
+    """Time one lab and print its figures."""
     jobs = options.jobs
-    if 0 < options.full_copies <= jobs:
-        parser.error(f"--full-copies must be 0 or more than --jobs ({jobs}): the first copy in each lane is start-up")
-    lab = find_lab(options.lab)
     with tempfile.TemporaryDirectory(prefix="autograder-bench-") as tmp:
         work = Path(tmp)
-        import_before = torch_import_seconds()
         baseline, _ = timed_grade(lab, jobs, jobs, work)  # the first submission of a lane has nothing to replay
         total, replayed = timed_grade(lab, options.copies, jobs, work)
         full = timed_grade(lab, options.full_copies, jobs, work, replay=False)[0] if options.full_copies else None
         mixed, mixed_replayed = timed_grade(lab, options.copies, jobs, work, mixed=True)
-        # The fastest of ten, before and after grading: page cache and machine load move it by 20%.
-        import_torch = min(import_before, torch_import_seconds())
     marginal = (total - baseline) / max(options.copies - jobs, 1)
     print(f"submissions graded:          {options.copies} ({lab.name}: reference solution, {jobs} jobs)")
     print(f"total wall time:             {total:.1f} s")
@@ -102,6 +90,26 @@ def main(argv: list[str] | None = None) -> int:
     mixed_marginal = (mixed - baseline) / max(options.copies - jobs, 1)
     print(f"the demo cohort cycled to {options.copies}: total {mixed:.1f} s, marginal {mixed_marginal:.3f} s, ratio "
           f"{mixed_marginal / import_torch:.2f}, {mixed_replayed} checks passed by replay")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.batch.bench", description=__doc__)
+    parser.add_argument("--lab", help="the lab to time (default: every lab, one after the other)")
+    parser.add_argument("--copies", type=int, default=100)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--full-copies", type=int, default=20,
+                        help="copies graded again with replay off (0: skip)")
+    options = parser.parse_args(argv)
+    if 0 < options.full_copies <= options.jobs:
+        parser.error(f"--full-copies must be 0 or more than --jobs ({options.jobs}): "
+                     "the first copy in each lane is start-up")
+    labs = [find_lab(options.lab)] if options.lab else all_labs()
+    # The fastest of five: page cache and machine load move a single run by 20%.
+    import_torch = torch_import_seconds()
+    for number, lab in enumerate(labs):
+        if number:
+            print()
+        bench(lab, options, import_torch)
     return 0
 
 

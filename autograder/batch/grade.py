@@ -233,7 +233,8 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
     def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
         clock = time.monotonic()
         raw_file = staged.parent / "raw.json"
-        answer = lane.grade(staged, raw_file)
+        # No folder of this lab (or a link instead of one): nothing to run, the status says why.
+        answer = {} if submission.problems else lane.grade(staged, raw_file)
         raw = json.loads(raw_file.read_text()) if "results" in answer and raw_file.is_file() else None
         if raw and raw.get("sandbox"):
             warnings.update(raw["sandbox"]["missing"])

@@ -1,0 +1,97 @@
+"""Checks for part ``decoder``: one post-norm decoder layer, compared with nn.TransformerDecoderLayer."""
+
+from hypothesis import given, strategies as st
+
+from autograder.judge.checks import expect_close, expect_gradient, fail, load_weights, random_tensor
+from trusted import (D_FF, EMBEDDING_DIM, HEADS, SETUP, TOKENS, decoder, decoder_state, torch_decoder_output,
+                     with_dropout)
+
+DROPOUT = "torch.nn.modules.dropout.Dropout"
+STATE = decoder_state(71, EMBEDDING_DIM, D_FF)
+X, MEMORY = random_tensor(72, 1, TOKENS, EMBEDDING_DIM), random_tensor(73, 1, TOKENS, EMBEDDING_DIM)
+
+
+def loaded(side, state=STATE, d_model=EMBEDDING_DIM, num_heads=HEADS, d_ff=D_FF, dropout=0.0):
+    layer = side.decoder.DecoderLayer(d_model, num_heads, d_ff, dropout)
+    load_weights(layer, state, f"DecoderLayer({d_model}, {num_heads}, {d_ff}, dropout={dropout:g})")
+    return layer
+
+
+def test_decoder_structure(student):
+    """Contract: self_attn, cross_attn (attention.MultiHeadAttention), ff (feedforward.FeedForward), norm1, norm2,
+    norm3 (layernorm.LayerNorm) and dropout, created in that order."""
+    children = student.decoder.DecoderLayer(8, 2, 16, 0.1).structure()["children"]
+    expected = [["self_attn", "attention.MultiHeadAttention"], ["cross_attn", "attention.MultiHeadAttention"],
+                ["ff", "feedforward.FeedForward"], ["norm1", "layernorm.LayerNorm"], ["norm2", "layernorm.LayerNorm"],
+                ["norm3", "layernorm.LayerNorm"], ["dropout", DROPOUT]]
+    if children != expected:
+        fail(f"DecoderLayer(8, 2, 16, 0.1): expected the submodules {expected} in this order, got {children}")
+
+
+def test_decoder_matches_torch_document_setup(student):
+    """001 In [250]'s decoder layer in 001's set-up (a 7-token target and a 7-token encoder output), as PyTorch's:
+    nn.TransformerDecoderLayer(32, 2, 64, dropout=0.0, batch_first=True) with the same weights and a causal
+    tgt_mask."""
+    expect_close(loaded(student)(X, MEMORY), torch_decoder_output(STATE, X, MEMORY, HEADS, D_FF),
+                 f"DecoderLayer(32, 2, 64)(x, memory) on x and memory of shape (1, 7, 32) ({SETUP}), vs "
+                 "nn.TransformerDecoderLayer", atol=1e-5, rtol=1e-4)
+
+
+def test_decoder_memory_of_another_length_matches_torch(student):
+    """Contract: cross-attention takes its queries from the decoder (T = 5 tokens) and its keys and values from
+    the encoder's output (S = 9 tokens); a batch of 2."""
+    x, memory = random_tensor(74, 2, 5, EMBEDDING_DIM), random_tensor(75, 2, 9, EMBEDDING_DIM)
+    expect_close(loaded(student)(x, memory), torch_decoder_output(STATE, x, memory, HEADS, D_FF),
+                 "DecoderLayer(32, 2, 64)(x, memory) with x (2, 5, 32) and memory (2, 9, 32)", atol=1e-5, rtol=1e-4)
+
+
+def test_decoder_is_causal(student):
+    """Contract: no output position depends on a later target token (the memory is seen in full)."""
+    layer = loaded(student)
+    for position in (0, 3, 5):
+        changed = X.clone()
+        changed[:, position + 1:] = random_tensor(76 + position, 1, TOKENS - position - 1, EMBEDDING_DIM)
+        expect_close(layer(changed, MEMORY)[:, :position + 1], layer(X, MEMORY)[:, :position + 1],
+                     f"DecoderLayer outputs for tokens 0..{position} after changing only target tokens {position + 1}.. "
+                     "(self-attention must never see later tokens)", atol=1e-6)
+
+
+def test_decoder_sequences_are_independent(student):
+    """Contract: the sequences of a batch do not mix: changing sequence 1 (target and memory) leaves sequence 0."""
+    layer = loaded(student)
+    x, memory = random_tensor(81, 2, TOKENS, EMBEDDING_DIM), random_tensor(82, 2, 4, EMBEDDING_DIM)
+    x2, memory2 = x.clone(), memory.clone()
+    x2[1], memory2[1] = random_tensor(83, TOKENS, EMBEDDING_DIM), random_tensor(84, 4, EMBEDDING_DIM)
+    expect_close(layer(x2, memory2)[0], layer(x, memory)[0],
+                 "DecoderLayer output of sequence 0 after changing only sequence 1", atol=1e-6)
+
+
+def test_decoder_gradients_reach_all_parameters(student):
+    """Contract: gradients reach the target, the memory and every weight of the layer."""
+    state = decoder_state(85, 8, 16)
+    x, memory, upstream = random_tensor(86, 2, 5, 8), random_tensor(87, 2, 3, 8), random_tensor(88, 2, 5, 8)
+    leaves = [x.clone().requires_grad_(True), memory.clone().requires_grad_(True)]
+    params = {k: v.clone().requires_grad_(True) for k, v in state.items()}
+    decoder(*leaves, params, 2).backward(upstream)
+    answer = loaded(student, state, 8, 2, 16).grad(x, memory, upstream=upstream)
+    for name, got, leaf in zip(("x", "memory"), answer["inputs"], leaves):
+        expect_gradient(got, leaf.grad, f"gradient of DecoderLayer's output with respect to {name}")
+    for name, param in params.items():
+        expect_gradient(answer["parameters"].get(name), param.grad, f"gradient with respect to {name}")
+
+
+def test_decoder_dropout_only_in_training(student):
+    """Contract: in training mode, dropout acts as in the encoder, block by block in the order the layer runs
+    (self-attention, cross-attention, feed-forward); in eval mode, nowhere."""
+    layer = loaded(student.seeded(89), dropout=0.3)
+    what = "DecoderLayer(32, 2, 64, dropout=0.3)(x, memory)"
+    layer.eval()
+    expect_close(layer(X, MEMORY), decoder(X, MEMORY, STATE, HEADS), f"{what} in eval mode (dropout must be off)",
+                 atol=1e-5, rtol=1e-4)
+    layer.train()
+    expected = with_dropout(lambda drop: decoder(X, MEMORY, STATE, HEADS, drop=drop), 0.3, seed=89)
+    expect_close(layer(X, MEMORY), expected, f"{what} in training mode, right after manual_seed(89): the draws in the "
+                 "order self_attn's weights, dropout(self_attn(...)), cross_attn's weights, dropout(cross_attn(...)), "
+                 "ff's hidden activations, dropout(ff(x))", atol=1e-5, rtol=1e-4)
+
+

@@ -1,0 +1,176 @@
+"""Trusted weights and computations the checks compare with; no student code runs here.
+
+Document 001 builds its layers from unseeded ``torch.rand`` weights and embeddings, so none of
+its printed values reproduces (../shared/notes/documents.md); what it fixes is the set-up: 7
+tokens, 32-dim embeddings (In [11]), 2 heads and ``d_ff = 2 * EMBEDDING_DIM`` (In [248]). The
+references are PyTorch's own layers, given the same weights as the student's (copied in by the
+judge, never by creation order), and, where dropout draws random numbers, the judge's own
+forward pass replaying the same draws.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+TOKENS, EMBEDDING_DIM, HEADS, D_FF = 7, 32, 2, 64  # 001 In [11] and In [248]
+SETUP = "001's set-up: 7 tokens, EMBEDDING_DIM = 32, 2 heads, d_ff = 2 * EMBEDDING_DIM"
+PROJECTIONS = ("W_query", "W_key", "W_value")
+
+
+def no_dropout(weights: torch.Tensor) -> torch.Tensor:
+    return weights
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# -- weights: state_dicts with the lab's names, from a private generator ------------------------------
+def layernorm_state(seed: int, d_model: int, prefix: str = "") -> dict:
+    gen = _generator(seed)
+    return {f"{prefix}weight": 1 + 0.5 * torch.randn(d_model, generator=gen),
+            f"{prefix}bias": 0.5 * torch.randn(d_model, generator=gen)}
+
+
+def _linear_state(gen, name: str, d_in: int, d_out: int, bias: bool = True) -> dict:
+    state = {f"{name}.weight": torch.randn(d_out, d_in, generator=gen) * d_in ** -0.5}
+    if bias:
+        state[f"{name}.bias"] = 0.3 * torch.randn(d_out, generator=gen)
+    return state
+
+
+def feedforward_state(seed: int, d_model: int, d_ff: int, prefix: str = "") -> dict:
+    gen = _generator(seed)
+    return {**_linear_state(gen, f"{prefix}linear1", d_model, d_ff), **_linear_state(gen, f"{prefix}linear2", d_ff, d_model)}
+
+
+def mha_state(seed: int, d_model: int, bias: bool = True, prefix: str = "") -> dict:
+    gen = _generator(seed)
+    state = {}
+    for name in (*PROJECTIONS, "out_proj"):
+        state.update(_linear_state(gen, f"{prefix}{name}", d_model, d_model, bias))
+    return state
+
+
+def encoder_state(seed: int, d_model: int, d_ff: int) -> dict:
+    return {**mha_state(seed, d_model, prefix="self_attn."), **feedforward_state(seed + 1, d_model, d_ff, "ff."),
+            **layernorm_state(seed + 2, d_model, "norm1."), **layernorm_state(seed + 3, d_model, "norm2.")}
+
+
+def decoder_state(seed: int, d_model: int, d_ff: int) -> dict:
+    return {**mha_state(seed, d_model, prefix="self_attn."), **mha_state(seed + 1, d_model, prefix="cross_attn."),
+            **feedforward_state(seed + 2, d_model, d_ff, "ff."),
+            **{k: v for n in (1, 2, 3) for k, v in layernorm_state(seed + 2 + n, d_model, f"norm{n}.").items()}}
+
+
+# -- PyTorch's layers with those weights (eval mode, dropout 0) ---------------------------------------
+def _torch_attention_state(state: dict, prefix: str, into: str) -> dict:
+    """The lab's three projections stacked into ``nn.MultiheadAttention``'s ``in_proj`` (query rows first)."""
+    names = [f"{prefix}{p}" for p in PROJECTIONS]
+    converted = {f"{into}in_proj_weight": torch.cat([state[f"{n}.weight"] for n in names]),
+                 f"{into}out_proj.weight": state[f"{prefix}out_proj.weight"]}
+    if f"{prefix}out_proj.bias" in state:
+        converted[f"{into}in_proj_bias"] = torch.cat([state[f"{n}.bias"] for n in names])
+        converted[f"{into}out_proj.bias"] = state[f"{prefix}out_proj.bias"]
+    return converted
+
+
+def _renamed(state: dict, renames: dict) -> dict:
+    return {renames[key.split(".")[0]] + key[key.index("."):]: value for key, value in state.items()
+            if key.split(".")[0] in renames}
+
+
+def torch_attention(state: dict, d_model: int, num_heads: int, bias: bool = True) -> torch.nn.MultiheadAttention:
+    layer = torch.nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True)
+    layer.load_state_dict(_torch_attention_state(state, "", ""))
+    return layer.eval()
+
+
+def torch_encoder(state: dict, d_model: int, num_heads: int, d_ff: int) -> torch.nn.TransformerEncoderLayer:
+    layer = torch.nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout=0.0, batch_first=True)
+    ff = {k.removeprefix("ff."): v for k, v in state.items() if k.startswith("ff.")}
+    layer.load_state_dict({**_torch_attention_state(state, "self_attn.", "self_attn."), **ff,
+                           **_renamed(state, {"norm1": "norm1", "norm2": "norm2"})})
+    return layer.eval()
+
+
+def torch_decoder(state: dict, d_model: int, num_heads: int, d_ff: int) -> torch.nn.TransformerDecoderLayer:
+    layer = torch.nn.TransformerDecoderLayer(d_model, num_heads, d_ff, dropout=0.0, batch_first=True)
+    ff = {k.removeprefix("ff."): v for k, v in state.items() if k.startswith("ff.")}
+    layer.load_state_dict({**_torch_attention_state(state, "self_attn.", "self_attn."),
+                           **_torch_attention_state(state, "cross_attn.", "multihead_attn."), **ff,
+                           **_renamed(state, {"norm1": "norm1", "norm2": "norm2", "norm3": "norm3"})})
+    return layer.eval()
+
+
+def future_positions(num_tokens: int) -> torch.Tensor:
+    """The judge's causal mask: True strictly above the diagonal (a query's future keys)."""
+    return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+
+
+@torch.no_grad()
+def torch_encoder_output(state, x, num_heads, d_ff, mask=None):
+    return torch_encoder(state, x.shape[-1], num_heads, d_ff)(x, src_mask=mask)
+
+
+@torch.no_grad()
+def torch_decoder_output(state, x, memory, num_heads, d_ff):
+    causal = future_positions(x.shape[1])
+    return torch_decoder(state, x.shape[-1], num_heads, d_ff)(x, memory, tgt_mask=causal, tgt_is_causal=True)
+
+
+# -- the same layers, written out: for gradients, and for dropout's random draws -----------------------
+def layer_norm(x, state, prefix=""):
+    return F.layer_norm(x, x.shape[-1:], state[f"{prefix}weight"], state[f"{prefix}bias"])
+
+
+def feedforward(x, state, prefix="", drop=no_dropout):
+    hidden = torch.relu(F.linear(x, state[f"{prefix}linear1.weight"], state[f"{prefix}linear1.bias"]))
+    return F.linear(drop(hidden), state[f"{prefix}linear2.weight"], state[f"{prefix}linear2.bias"])
+
+
+def attention(query, key, value, state, num_heads, mask=None, prefix="", drop=no_dropout):
+    """Multi-head attention: (B, T_q, d), (B, T_k, d), (B, T_k, d) -> (B, T_q, d); ``mask`` True = hidden."""
+    (B, T_q, d), T_k = query.shape, key.shape[1]
+
+    def project(name, x, tokens):                                               # -> (B, H, tokens, d / H)
+        out = F.linear(x, state[f"{prefix}{name}.weight"], state.get(f"{prefix}{name}.bias"))
+        return out.view(B, tokens, num_heads, d // num_heads).transpose(1, 2)
+
+    q, k, v = project("W_query", query, T_q), project("W_key", key, T_k), project("W_value", value, T_k)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d // num_heads)                # (B, H, T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask, -torch.inf)
+    context = drop(torch.softmax(scores, dim=-1)) @ v                           # (B, H, T_q, d / H)
+    merged = context.transpose(1, 2).reshape(B, T_q, d)
+    return F.linear(merged, state[f"{prefix}out_proj.weight"], state.get(f"{prefix}out_proj.bias"))
+
+
+def encoder(x, state, num_heads, mask=None, drop=no_dropout):
+    x = layer_norm(x + drop(attention(x, x, x, state, num_heads, mask, "self_attn.", drop)), state, "norm1.")
+    return layer_norm(x + drop(feedforward(x, state, "ff.", drop)), state, "norm2.")
+
+
+def decoder(x, memory, state, num_heads, drop=no_dropout):
+    causal = future_positions(x.shape[1])
+    x = layer_norm(x + drop(attention(x, x, x, state, num_heads, causal, "self_attn.", drop)), state, "norm1.")
+    x = layer_norm(x + drop(attention(x, memory, memory, state, num_heads, None, "cross_attn.", drop)), state, "norm2.")
+    return layer_norm(x + drop(feedforward(x, state, "ff.", drop)), state, "norm3.")
+
+
+def with_dropout(forward, p: float, seed: int):
+    """``forward(drop=...)`` with ``nn.Dropout(p)`` in training mode, its draws made in order right after
+    ``manual_seed(seed)``, as in a call through ``student.seeded(seed)``: the judge draws the same
+    keep-patterns on the same machine, so no platform's random pattern is baked in."""
+    with torch.random.fork_rng(devices=[]):  # the judge's own random state is left as it was
+        torch.manual_seed(seed)
+        return forward(drop=lambda t: F.dropout(t, p, training=True))
+
+
+def gradients(forward, inputs: list, state: dict, upstream: torch.Tensor) -> tuple[list, dict]:
+    """Trusted autograd: the gradients of ``forward(*inputs, state)`` w.r.t. the inputs and every weight."""
+    leaves = [x.clone().requires_grad_(True) for x in inputs]
+    params = {name: value.clone().requires_grad_(True) for name, value in state.items()}
+    forward(*leaves, params).backward(upstream)
+    return [x.grad for x in leaves], {name: p.grad for name, p in params.items()}
