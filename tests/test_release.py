@@ -2,6 +2,7 @@
 
 import json
 import re
+import subprocess
 
 import pytest
 from nbgrader.preprocessors import ClearSolutions
@@ -124,3 +125,13 @@ def test_generated_folder_is_what_the_build_writes(tmp_path, lab, kind):
     fresh = build(kind, lab, tmp_path)
     assert tree(fresh) == tree(committed), (
         f"{committed.relative_to(KIT)} is stale: run `make release solutions` and commit the result")
+
+
+def test_make_check_inside_a_released_lab_checks_that_lab(lab):
+    """`make check` in assignments/<lab>/ (as in a student's bundle) grades the folder's own modules."""
+    first = lab.parts[0]
+    run = subprocess.run(["make", "--no-print-directory", "check", f"PART={first.id}"], cwd=lab.release,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0  # the stubs fail
+    assert re.search(rf"^{first.id}\s+0 / ", run.stdout, re.MULTILINE), run.stdout[-2000:]
+    assert f"not implemented yet: {first.id}." in run.stdout

@@ -24,6 +24,8 @@ from autograder.lab import DECLARATION, KIT_ROOT, Lab
 
 # Whole files students never get: the known mistakes are edits of the reference solution.
 INSTRUCTOR_ONLY = {Path("tests/misconceptions.toml")}
+# Every lab folder's own Makefile (make check, make lab): the same for all labs, so not theirs to copy.
+LAB_MAKEFILE = KIT_ROOT / "platforms" / "lab" / "Makefile"
 
 
 @cache
@@ -134,6 +136,7 @@ def build(kind: str, lab: Lab, out_dir: Path | None = None) -> Path:
         text = path.read_text(encoding="utf-8")
         destination.write_text(transform(kind, relative, text), encoding="utf-8")
         shutil.copymode(path, destination)
+    shutil.copy(LAB_MAKEFILE, target / "Makefile")
     for cache_dir in target.rglob("__pycache__"):
         shutil.rmtree(cache_dir)
     return target
