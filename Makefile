@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
 LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
-.PHONY: grade bench test check release solutions student-bundle gradescope-zip clean
+.PHONY: grade bench test check new-lab release solutions student-bundle gradescope-zip clean
 
 # The venv is rebuilt whenever the pinned requirements change.
 $(READY): requirements.txt
@@ -33,6 +33,10 @@ test: $(READY)
 check: $(READY)
 	$(PY) -m autograder check $(LAB_OPTION) $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION)) \
 		$(if $(VERBOSE),--verbose)
+
+## make new-lab LAB=name PARTS=a,b[,...] [TITLE="..."]: write source/<name>/, a lab that already grades (placeholders)
+new-lab: $(READY)
+	$(PY) -m autograder new-lab $(LAB) --parts $(PARTS) $(if $(TITLE),--title "$(TITLE)")
 
 ## make release [LAB=name]: write assignments/<lab>/ (the student version) from source/
 release: $(READY)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {release,solutions,check,grade,student-bundle,gradescope-zip,...}``
+"""Command line: ``python -m autograder {release,solutions,check,grade,student-bundle,gradescope-zip,new-lab,...}``
 (the Makefiles call these; ``--help`` lists them all). ``classroom-run`` and ``gradescope-run``
 are what the platforms call on their own machines, inside what ``student-bundle`` and
 ``gradescope-zip`` built."""
@@ -70,7 +70,21 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
+    new_lab = commands.add_parser("new-lab", help="write source/<name>/, a new lab with one placeholder "
+                                                  "exercise per part that already grades")
+    new_lab.add_argument("name", help="the lab's folder name (a Python identifier)")
+    new_lab.add_argument("--parts", required=True, help="its parts in teaching order, comma-separated")
+    new_lab.add_argument("--title", help="the lab's title (default: a TODO)")
     options = parser.parse_args(argv)
+    if options.command == "new-lab":
+        from autograder.authoring.scaffold import new_lab as scaffold
+
+        try:
+            folder = scaffold(options.name, [p.strip() for p in options.parts.split(",") if p.strip()], options.title)
+        except ValueError as exc:
+            parser.error(str(exc))
+        print(f"written: {folder} (next: make release solutions LAB={options.name}, then replace the TODOs)")
+        return 0
     try:
         labs = [find_lab(options.lab)] if getattr(options, "lab", None) else all_labs()
     except LabError as exc:
