@@ -45,6 +45,12 @@ def by_module(x):
 def by_alias(x):
     return imported_early(x, dim=-1)
 
+def by_operator(x):
+    return torch.ops.aten._softmax(x, -1, False)
+
+def by_unwrapping(x):
+    return getattr(torch.softmax, "__wrapped__", torch.softmax)(x, dim=-1)
+
 def dummy_loops(xs):
     for _ in xs:
         pass
@@ -74,6 +80,19 @@ def test_a_forbidden_library_function_raises_by_whatever_name_it_is_reached(form
                 getattr(forms, cheat)(x)
             assert caught.value.kind == "forbidden" and "write it yourself" in str(caught.value), cheat
     expect_close(forms.by_alias(x), torch.softmax(x, dim=-1), "allowed again outside")
+
+
+def test_a_forbidden_operator_raises_below_every_python_name(forms):
+    """Names alone miss torch.ops.aten and the original a name guard wraps: the operator does not."""
+    student = forms._student
+    x = torch.randn(2, 3)
+    with student.forbidding(*LIBRARY_SOFTMAX, "aten._softmax"):
+        expect_close(forms.own(x), torch.softmax(x, dim=-1), "own")
+        for cheat in ("by_operator", "by_unwrapping", "by_module"):
+            with pytest.raises(StudentError) as caught:
+                getattr(forms, cheat)(x)
+            assert caught.value.kind == "forbidden" and "write it yourself" in str(caught.value), cheat
+    expect_close(forms.by_operator(x), torch.softmax(x, dim=-1), "allowed again outside")
 
 
 def test_the_form_of_code_is_judged_by_running_it(forms):

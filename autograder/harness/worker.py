@@ -22,8 +22,9 @@ Requests (all optional fields may be omitted):
       from now on, a call that runs longer is interrupted where it is (``SIGALRM``) and answered
       as a time-out that names the student's file and line (the judge kills a worker that does
       not stop when asked).
-Any request may carry ``"forbid": [names]`` (library functions such as ``"torch.sort"`` that
-raise instead of running while it is served: a part that asks students to write one themselves)
+Any request may carry ``"forbid": [names]`` (library functions such as ``"torch.sort"``, or
+PyTorch operators such as ``"aten._softmax"`` whatever Python name reaches them, that raise
+instead of running while it is served: a part that asks students to write one themselves)
 and ``"count": [names]`` (library functions whose calls are counted: the answer is then
 ``{"ok": value, "counts": {name: calls}}``), so a check judges the form of code by running it.
 Any request may carry ``"fresh": true`` (the first request of each check does): the worker
@@ -39,6 +40,7 @@ loading in ``loading``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
@@ -48,6 +50,7 @@ import sys
 import traceback
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.harness.codec import MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
 
@@ -68,10 +71,30 @@ class Forbidden(Exception):
     """A library function the request forbids was called."""
 
 
+OPERATOR = "aten."  # a forbidden name of this form is a PyTorch operator, not a Python function
+
+
+class ForbiddenOperators(TorchDispatchMode):
+    """Below every Python name: a forbidden operator (``aten._softmax``) raises however student
+    code reached it, ``torch.ops.aten._softmax``, a wrapper's ``__wrapped__`` or ``nn.Softmax`` alike."""
+
+    def __init__(self, names: frozenset[str]):
+        super().__init__()
+        self.names = names
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket)
+        if name in self.names:
+            raise Forbidden(f"PyTorch's operator {name} is not available in this exercise, by any name: "
+                            "write it yourself")
+        return func(*args, **(kwargs or {}))
+
+
 class Guards:
     """Library functions wrapped once, in place, so that whatever name student code reaches them
     by (``torch.sort``, ``getattr(torch, "so" + "rt")``, an alias imported earlier), a
-    request can forbid them or count their calls while it is served."""
+    request can forbid them or count their calls while it is served; forbidden operators
+    (``aten.*``) are caught by :class:`ForbiddenOperators` instead."""
 
     def __init__(self):
         self.forbidden: frozenset[str] = frozenset()
@@ -80,9 +103,15 @@ class Guards:
     def serving(self, request: dict) -> None:
         names = [str(n) for n in (*(request.get("forbid") or ()), *(request.get("count") or ()))]
         for name in names:
-            self.install(name)
+            if not name.startswith(OPERATOR):
+                self.install(name)
         self.forbidden = frozenset(str(n) for n in request.get("forbid") or ())
         self.counted = {str(name): 0 for name in request.get("count") or ()}
+
+    def operators(self):
+        """While a request is served: its forbidden operators raise (nothing to do when it has none)."""
+        operators = frozenset(n for n in self.forbidden if n.startswith(OPERATOR))
+        return ForbiddenOperators(operators) if operators else contextlib.nullcontext()
 
     @functools.cache  # noqa: B019 - one wrapper per name for the worker's life
     def install(self, name: str) -> None:
@@ -180,13 +209,17 @@ class Worker:
 
     # -- operations ---------------------------------------------------------------------------
     def serve(self, request: dict):
-        op = request.get("op")
         seed = request.get("seed")
         if request.get("fresh"):
             self.handles.clear()
         # The CPU generator is the one torch.manual_seed reseeds here (no accelerator), at 1% of the cost.
         torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
         self.guards.serving(request)
+        with self.guards.operators():
+            return self.run(request)
+
+    def run(self, request: dict):
+        op = request.get("op")
         args = self.materialise(list(request.get("args") or []))
         kwargs = self.materialise(dict(request.get("kwargs") or {}))
         if op == "limits":
