@@ -75,8 +75,8 @@ OPERATOR = "aten."  # a forbidden name of this form is a PyTorch operator, not a
 
 
 class ForbiddenOperators(TorchDispatchMode):
-    """Below every Python name: a forbidden operator (``aten._softmax``) raises however student
-    code reached it, ``torch.ops.aten._softmax``, a wrapper's ``__wrapped__`` or ``nn.Softmax`` alike."""
+    """Below every Python name: a forbidden operator raises however student code reached it, through
+    ``torch.ops.aten.<name>``, a wrapper's ``__wrapped__`` or a module class alike."""
 
     def __init__(self, names: frozenset[str]):
         super().__init__()
