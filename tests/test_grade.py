@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from autograder.batch import reports
+from autograder.batch import grade as batch
 from autograder.batch.grade import grade
 from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS
 
@@ -126,7 +126,8 @@ def test_feedback_names_failed_public_checks_and_hidden_ones_by_name_only(demo):
 
 def test_class_report_opens_without_a_server(demo):
     report = (demo[0] / "report.html").read_text()
-    assert "<svg" in report and "Most failed checks" in report and "http" not in report.split("<svg")[0].lower()
+    assert "<svg" in report and "Most failed" in report and "http" not in report.split("<svg")[0].lower()
+    assert 'href="students/eli/feedback.html"' in report  # every student's feedback, one click away
 
 
 # The demo students wrote these mistakes by hand, not as edits of the reference: the diagnosis
@@ -143,10 +144,16 @@ def test_feedback_and_class_report_name_the_known_mistakes(demo):
         expected = {HAND_WRITTEN_MISTAKES[student]} if student in HAND_WRITTEN_MISTAKES else set()
         assert found == expected, student
     feedback = (out / "students" / "fay" / "feedback.md").read_text()
-    assert "known mistake: **`tril` instead of `triu`" in feedback and "True in the mask means" in feedback
+    masking = feedback[feedback.index("## masking"):]
+    masking = masking[:masking.index("\n## ")]
+    assert masking.count("Known mistake: `tril` instead of `triu`") == 1 and "True in the mask means" in masking
+    said = int(masking.split("(matches ")[1].split()[0])
+    assert said == masking.count("\n- ✗ ") > 0  # as many failed checks as it says, each listed once
+    assert masking.index("Known mistake") < masking.index("- ✗ ")  # the diagnosis first, then the checks
     report = (out / "report.html").read_text()
-    common = report[report.index("Most common misconceptions"):]
+    common = report[report.index("Known mistakes"):]
     assert all(mistake in common for mistake in HAND_WRITTEN_MISTAKES.values())
+    assert "fay" in common[common.index("masking.tril_mask") - 400:common.index("masking.tril_mask") + 200]
 
 
 def test_a_second_run_grades_nothing_and_a_changed_file_is_graded_again(tmp_path):
@@ -275,14 +282,14 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
     cohort = tmp_path / "cohort"
     for student in ("a_full_disk", "b_fine"):
         shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
-    write_student = reports.write_student
+    write_student = batch.write_student
 
     def disk_full_for_one(lab, folder, record):
         if record["student"] == "a_full_disk":
             raise OSError(28, "No space left on device")
         write_student(lab, folder, record)
 
-    monkeypatch.setattr(reports, "write_student", disk_full_for_one)
+    monkeypatch.setattr(batch, "write_student", disk_full_for_one)
     run = grade(LAB, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
     assert [r["student"] for r in run["records"]] == ["b_fine"]
     assert run["ungraded"] and run["ungraded"][0].startswith("a_full_disk: OSError")

@@ -41,9 +41,9 @@ def test_a_bad_declaration_says_what_is_wrong(tmp_path, declaration, said):
 
 
 def test_the_course_table_has_one_total_per_lab(tmp_path):
-    from autograder.batch import reports
+    from autograder.reports.records import course_csv
 
     runs = [{"lab": "one", "records": [{"student": "ann", "total": 90}, {"student": "=bob", "total": 40.5}]},
             {"lab": "two", "records": [{"student": "ann", "total": 70}]}]
-    rows = list(csv.reader(io.StringIO(reports.course_csv(runs))))
+    rows = list(csv.reader(io.StringIO(course_csv(runs))))
     assert rows == [["student", "one", "two", "total"], ["'=bob", "40.5", "0", "40.5"], ["ann", "90", "70", "160"]]

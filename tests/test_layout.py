@@ -6,7 +6,7 @@ import ast
 from conftest import KIT
 
 PACKAGE = KIT / "autograder"
-STAGES = ("authoring", "harness", "judge", "batch", "platforms")  # in the order of the data flow
+STAGES = ("authoring", "harness", "judge", "reports", "batch", "platforms")  # in the order of the data flow
 SHARED = {"lab", "text", "files"}  # every stage uses them; they use no stage
 RANK = {name: rank for rank, name in enumerate(STAGES)}
 

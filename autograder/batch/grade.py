@@ -28,10 +28,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.batch import reports
+from urllib.parse import quote
+
 from autograder.files import write_atomically
 from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.lab import DECLARATION, KIT_ROOT, Lab
+from autograder.reports.class_report import class_report
+from autograder.reports.feedback import write_student
+from autograder.reports.records import course_csv, grades_csv, load_record, student_record
+from autograder.reports.similarity import similarity
 from autograder.text import one_line
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -211,8 +216,9 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
     todo, skipped = [], 0
+    staged_folders: dict[str, Path] = {}  # every submission's staged copy, for the similarity of the cohort
     for number, submission in enumerate(cohort):
-        staged = stage(lab, submission, staging / str(number))
+        staged = staged_folders[submission.student] = stage(lab, submission, staging / str(number))
         stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
         folder = student_folder(out, submission.student)
         done = folder / FINGERPRINT
@@ -239,11 +245,11 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
         if raw and raw.get("sandbox"):
             warnings.update(raw["sandbox"]["missing"])
         replayed.append(raw.get("replayed", 0) if raw else 0)
-        record = reports.student_record(lab, submission.student, raw, submission.problems, submission.notes,
+        record = student_record(lab, submission.student, raw, submission.problems, submission.notes,
                                         answer.get("error"), time.monotonic() - clock)
         folder = student_folder(out, submission.student)
         folder.mkdir(parents=True, exist_ok=True)
-        reports.write_student(lab, folder, record)
+        write_student(lab, folder, record)
         write_atomically(folder / FINGERPRINT, stamp)
         return record["status"]
 
@@ -269,15 +275,17 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
         thread.start()
     for thread in threads:
         thread.join()
+    similar = similarity(lab, staged_folders)
     shutil.rmtree(staging, ignore_errors=True)
 
-    records = [reports.load_record(student_folder(out, s.student)) for s in cohort]
+    records = [load_record(student_folder(out, s.student)) for s in cohort]
     for submission, record in zip(cohort, records):
         if record is None:
             ungraded.setdefault(submission.student, "no report")
     records = [r for r in records if r is not None]
-    write_atomically(out / "grades.csv", reports.grades_csv(lab, records))
-    write_atomically(out / "report.html", reports.class_report(lab, records))
+    links = {r["student"]: quote(str(student_folder(Path(), r["student"]) / "feedback.html")) for r in records}
+    write_atomically(out / "grades.csv", grades_csv(lab, records))
+    write_atomically(out / "report.html", class_report(lab, records, links, similar))
     return {"lab": lab.name, "graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
             "ungraded": [f"{student}: {why}" for student, why in ungraded.items()],
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
@@ -288,5 +296,5 @@ def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> li
     """Grade every lab of ``labs`` the cohort handed in, each into ``out/<lab>/``, and write the
     course's ``out/grades.csv``: one row per student, one total per lab."""
     runs = [grade(lab, submissions, out / lab.name, **options) for lab in labs_submitted(labs, submissions)]
-    write_atomically(out / "grades.csv", reports.course_csv(runs))
+    write_atomically(out / "grades.csv", course_csv(runs))
     return runs

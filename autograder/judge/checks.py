@@ -2,7 +2,9 @@
 
 Every failure raises :class:`CheckFailure` whose message says what was expected and what
 came back (shape, dtype, first differing entry); the pytest plugin prints that message
-alone instead of a traceback.
+alone instead of a traceback. A failed comparison also says how the answer relates to the
+expected one when a simple relation holds (:mod:`autograder.judge.relations`) and keeps the
+differing matrix for a picture (:mod:`autograder.judge.pictures`).
 """
 
 from __future__ import annotations
@@ -12,10 +14,17 @@ import math
 import torch
 
 from autograder.harness.remote import StudentError
+from autograder.judge.pictures import matrix_picture
+from autograder.judge.relations import relation
 
 
 class CheckFailure(AssertionError):
-    """A check's verdict, worded for the student."""
+    """A check's verdict, worded for the student, with what trusted code saw in the values as
+    fields: ``relation`` (one sentence, or None) and ``picture`` (a dict, or None)."""
+
+    def __init__(self, message: str, relation: str | None = None, picture: dict | None = None):
+        super().__init__(message)
+        self.relation, self.picture = relation, picture
 
 
 def random_tensor(seed: int, *shape: int, dtype=torch.float32, scale: float = 1.0) -> torch.Tensor:
@@ -23,8 +32,13 @@ def random_tensor(seed: int, *shape: int, dtype=torch.float32, scale: float = 1.
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype) * scale
 
 
-def fail(message: str):
-    raise CheckFailure(message)
+def fail(message: str, *, actual=None, expected=None, differ=None, constants: dict[str, float] | None = None):
+    """Fail the check with ``message``. Given the tensors compared, the message also names a
+    simple relation between them (``constants``: names for scale factors, such as
+    ``{"sqrt(d_k)": 2.0}``), and ``differ`` (the failing entries) makes a picture."""
+    said = relation(actual, expected, constants) if expected is not None else None
+    picture = matrix_picture(actual, expected, differ) if differ is not None else None
+    raise CheckFailure(message + (f"\nSeen from the values: {said}." if said else ""), said, picture)
 
 
 def _index(flat: int, shape) -> list[int]:
@@ -39,27 +53,30 @@ def _fmt(value) -> str:
     return f"{value:.4f}" if isinstance(value, float) and math.isfinite(value) else str(value)
 
 
-def expect_tensor(actual, what: str, *, shape=None, dtype=None) -> torch.Tensor:
-    """``actual`` must be a tensor (of ``shape`` and ``dtype`` when given)."""
+def expect_tensor(actual, what: str, *, shape=None, dtype=None, expected=None) -> torch.Tensor:
+    """``actual`` must be a tensor (of ``shape`` and ``dtype`` when given; ``expected``, the
+    tensor it will be compared with, lets a failure name how the two relate)."""
     if not isinstance(actual, torch.Tensor):
         fail(f"{what}: expected a tensor, got {type(actual).__name__}: {str(actual)[:200]}")
     if shape is not None and tuple(actual.shape) != tuple(shape):
-        fail(f"{what}: expected shape {tuple(shape)}, got {tuple(actual.shape)}")
+        fail(f"{what}: expected shape {tuple(shape)}, got {tuple(actual.shape)}", actual=actual, expected=expected)
     if dtype is not None and actual.dtype != dtype:
-        fail(f"{what}: expected dtype {dtype}, got {actual.dtype}")
+        fail(f"{what}: expected dtype {dtype}, got {actual.dtype}", actual=actual, expected=expected)
     return actual
 
 
 def expect_close(actual, expected, what: str, *, atol: float = 1e-4, rtol: float = 0.0, source: str = "",
-                 check_dtype: bool = False) -> None:
+                 check_dtype: bool = False, constants: dict[str, float] | None = None) -> None:
     """``actual`` equals ``expected`` entry by entry within ``atol + rtol * |expected|``.
 
     -inf/inf must match exactly; NaN never matches. ``source`` names where the expected
-    tensor comes from (a document cell) and is appended to the message.
+    tensor comes from (a document cell) and is appended to the message; ``constants`` names
+    the scale factors a wrong answer may be off by (see :func:`fail`).
     """
     expected = torch.as_tensor(expected)
     where = f" (expected values: {source})" if source else ""
-    actual = expect_tensor(actual, what, shape=expected.shape, dtype=expected.dtype if check_dtype else None)
+    actual = expect_tensor(actual, what, shape=expected.shape, dtype=expected.dtype if check_dtype else None,
+                           expected=expected)
     if not actual.is_floating_point() and expected.is_floating_point():
         actual = actual.to(expected.dtype)
     a = actual.detach().to(torch.float64)
@@ -75,23 +92,25 @@ def expect_close(actual, expected, what: str, *, atol: float = 1e-4, rtol: float
     got, want = a.reshape(-1)[first].item(), e.reshape(-1)[first].item()
     tolerance = f"atol {atol:g}" + (f", rtol {rtol:g}" if rtol else "")
     fail(f"{what}: {int(bad.sum())} of {bad.numel()} entries differ; first at {index}: "
-         f"expected {_fmt(want)}, got {_fmt(got)} ({tolerance}){where}")
+         f"expected {_fmt(want)}, got {_fmt(got)} ({tolerance}){where}",
+         actual=actual, expected=expected, differ=~close, constants=constants)
 
 
-def expect_document(actual, printed, what: str) -> None:
+def expect_document(actual, printed, what: str, constants: dict[str, float] | None = None) -> None:
     """``actual`` reproduces a tensor printed in a document (a ``Printed`` of the checks' catalog)."""
-    expect_close(actual, printed.tensor, what, atol=printed.atol, source=printed.provenance)
+    expect_close(actual, printed.tensor, what, atol=printed.atol, source=printed.provenance, constants=constants)
 
 
 def expect_equal(actual, expected, what: str) -> None:
     """Exact equality, for masks and other discrete tensors (dtype included)."""
     expected = torch.as_tensor(expected)
-    actual = expect_tensor(actual, what, shape=expected.shape, dtype=expected.dtype)
+    actual = expect_tensor(actual, what, shape=expected.shape, dtype=expected.dtype, expected=expected)
     differ = (actual != expected).reshape(-1)
     if bool(differ.any()):
         first = int(differ.nonzero()[0])
         fail(f"{what}: {int(differ.sum())} of {differ.numel()} entries differ; first at {_index(first, actual.shape)}: "
-             f"expected {expected.reshape(-1)[first].item()}, got {actual.reshape(-1)[first].item()}")
+             f"expected {expected.reshape(-1)[first].item()}, got {actual.reshape(-1)[first].item()}",
+             actual=actual, expected=expected, differ=differ)
 
 
 def expect_unmodified(original: torch.Tensor, after, what: str) -> None:
@@ -133,13 +152,14 @@ def expect_zero_at(actual, positions: torch.Tensor, what: str, *, below: float =
 
 def expect_mask(actual, expected: torch.Tensor, what: str, source: str = "") -> None:
     """``actual`` holds the True/False pattern of the bool tensor ``expected`` (any dtype with 0/1 values)."""
-    actual = expect_tensor(actual, what, shape=expected.shape)
+    actual = expect_tensor(actual, what, shape=expected.shape, expected=expected)
     wrong = (actual != expected.to(actual.dtype)).reshape(-1)
     if bool(wrong.any()):
         first = int(wrong.nonzero()[0])
         where = f" (expected values: {source})" if source else ""
         fail(f"{what}: {int(wrong.sum())} of {wrong.numel()} entries differ; first at {_index(first, expected.shape)}: "
-             f"expected {expected.reshape(-1)[first].item()}, got {actual.reshape(-1)[first].item()}{where}")
+             f"expected {expected.reshape(-1)[first].item()}, got {actual.reshape(-1)[first].item()}{where}",
+             actual=actual, expected=expected, differ=wrong)
 
 
 def load_weights(handle, state: dict, what: str) -> None:

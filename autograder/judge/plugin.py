@@ -253,7 +253,8 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call" and item.stash.get(REPLAYED, False):
         report.user_properties = [*report.user_properties, ("replayed", True)]
     if call.when == "call" and report.failed:
-        report.user_properties = [*report.user_properties, ("failure", failure_of(call.excinfo))]
+        report.user_properties = [*report.user_properties, ("message", str(report.longrepr)),
+                                  ("failure", failure_of(call.excinfo, item.get_closest_marker("hidden") is not None))]
         mistakes = diagnose(item)
         if mistakes:
             report.longrepr = "\n".join([str(report.longrepr), *(
@@ -265,11 +266,16 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def failure_of(excinfo) -> dict:
+def failure_of(excinfo, hidden: bool) -> dict:
     """What made a check fail, as data: the student's code failed (:class:`Failure`), its answer
-    was wrong (``wrong``), or the check itself broke (``check_error``: a bug of the kit's)."""
+    was wrong (``wrong``, with the relation seen and, for a public check, the picture), or the
+    check itself broke (``check_error``: a bug of the kit's). A hidden check's values stay here."""
     if excinfo.errisinstance(StudentError):
         return excinfo.value.failure.data()
+    if excinfo.errisinstance(CheckFailure):
+        error = excinfo.value
+        return {"kind": "wrong", **({"relation": error.relation} if error.relation else {}),
+                **({"picture": error.picture} if error.picture and not hidden else {})}
     if excinfo.errisinstance(AssertionError):
         return {"kind": "wrong"}
     return {"kind": "check_error", "type": excinfo.typename}
@@ -345,11 +351,12 @@ class Scoreboard:
             return
         props.pop("diagnoses", None)
         props.pop("failure", None)
+        message = props.pop("message", None)  # without the known mistakes: the reports say those once per part
         self.replayed += bool(props.pop("replayed", False))
         entry = self.results.setdefault(report.nodeid, {"passed": True, "message": "", "diagnoses": [], **props})
         if report.failed or (report.skipped and report.when == "call"):
             entry["passed"] = False
-            entry["message"] = entry["message"] or printable(str(report.longrepr) if report.longrepr else "skipped")[:4000]
+            entry["message"] = entry["message"] or printable(message or str(report.longrepr or "skipped"))[:4000]
         if report.failed and "failure" not in entry:
             entry["failure"] = dict(report.user_properties).get("failure") or {"kind": "check_error"}
         if report.when == "call":

@@ -19,10 +19,11 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from autograder.batch import reports
 from autograder.batch.grade import MAX_FILE_BYTES, grade, part_of_lab, student_folder
 from autograder.files import write_atomically
 from autograder.lab import Lab, find_lab
+from autograder.reports.feedback import gradescope
+from autograder.reports.records import load_record
 
 MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
 MAX_ARCHIVES = 20
@@ -147,8 +148,8 @@ def run(root: Path, jobs: int = 1) -> dict:
             cohort = Path(tmp) / "cohort"
             notes = collect(lab, root / "submission", cohort / "submission" / lab.name)
             grade(lab, cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
-            record = reports.load_record(student_folder(Path(tmp) / "out", "submission"))
-        results = reports.gradescope(lab, record)
+            record = load_record(student_folder(Path(tmp) / "out", "submission"))
+        results = gradescope(lab, record)
         if notes:
             results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]
     except Exception:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened

@@ -69,20 +69,24 @@ def expect_kept_fraction(kept: torch.Tensor, p: float, what: str, sds: float) ->
 
 # -- the documents' tensors, with each document's keep-pattern injected -----------------------------
 
+# A wrong answer off by one of these factors is told so by name (p = 0.5: 1 - p and 1/(1 - p) are 0.5 and 2).
+SCALES_AT_HALF = {"1 - p": 0.5}
+
+
 def test_dropout_causal_weights_match_document(student):
     """000 In [16]: dropout(p=0.5) of In [15]'s causal weights, kept where the printed tensor is non-zero."""
     keep = DROPOUT_CAUSAL_WEIGHTS.tensor != 0
     out = student.dropout.dropout(causal_weights_000(), 0.5, keep_mask=keep)
     what = "dropout(causal weights of 000 In [15], 0.5, keep_mask=printed != 0)"
     expect_tensor(out, what, shape=(6, 6), dtype=torch.float32)
-    expect_document(out, DROPOUT_CAUSAL_WEIGHTS, what)
+    expect_document(out, DROPOUT_CAUSAL_WEIGHTS, what, constants=SCALES_AT_HALF)
 
 
 def test_dropout_ones_match_document(student):
     """003 "Dropout: Masking additional attention weights", first Dropout: a 6x6 matrix of ones, p=0.5."""
     keep = DROPOUT_ONES.tensor != 0
     out = student.dropout.dropout(torch.ones(6, 6), 0.5, keep_mask=keep)
-    expect_document(out, DROPOUT_ONES, "dropout(torch.ones(6, 6), 0.5, keep_mask=printed != 0)")
+    expect_document(out, DROPOUT_ONES, "dropout(torch.ones(6, 6), 0.5, keep_mask=printed != 0)", constants=SCALES_AT_HALF)
 
 
 def test_dropout_masked_weights_match_document(student):
@@ -91,7 +95,7 @@ def test_dropout_masked_weights_match_document(student):
     keep = DROPOUT_MASKED_WEIGHTS.tensor != 0
     out = student.dropout.dropout(masked_weights_003(), 0.5, keep_mask=keep)
     expect_document(out, DROPOUT_MASKED_WEIGHTS, "dropout(masked and normalized weights of 003, 0.5, "
-                                                 "keep_mask=printed != 0)")
+                                                 "keep_mask=printed != 0)", constants=SCALES_AT_HALF)
 
 
 # -- the contract of the docstring -------------------------------------------------------------------
@@ -165,7 +169,8 @@ def test_dropout_gradients_flow(student):
     upstream = random_tensor(43, 5, 6, dtype=torch.float64)
     grad = student.dropout.dropout.grad(x, 0.25, keep_mask=mask, upstream=upstream)["inputs"][0]
     expect_close(grad, upstream * mask / 0.75, "gradient of dropout(x, 0.25, keep_mask=...) with respect to x "
-                 "(None: the graph was cut); expected upstream * keep_mask / (1 - p)", atol=1e-12, rtol=1e-9)
+                 "(None: the graph was cut); expected upstream * keep_mask / (1 - p)", atol=1e-12, rtol=1e-9,
+                 constants={"1 - p": 0.75})
     grad = student.dropout.dropout.grad(x, 0.25, training=False, upstream=upstream)["inputs"][0]
     expect_close(grad, upstream, "gradient of dropout(x, 0.25, training=False) with respect to x "
                  "(None: the graph was cut)", atol=1e-12)

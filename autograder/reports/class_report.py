@@ -1,0 +1,74 @@
+"""The class report (``report.html``): what an instructor acts on after a grading run.
+
+One self-contained page (no server, no network; one small inline script sorts the table): the
+distribution of totals with full marks as a bar of its own; the mean of every part; every student
+with a link to their feedback and flags for what deserves a look (passes the public checks but
+fails the hidden ones; lost points to time-outs or crashes); each known mistake with the students
+who made it; checks that no one passes, marked as suspect (a broken check or a lesson to revisit);
+and the pairs of submissions that are near-copies (:mod:`autograder.reports.similarity`).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from autograder.lab import Lab
+from autograder.reports.feedback import TEMPLATES, state
+from autograder.reports.histogram import histogram_svg
+from autograder.reports.similarity import THRESHOLD
+from autograder.text import one_line
+
+TROUBLE = {"timeout", "crashed", "memory", "protocol"}  # failures that are not a wrong answer
+
+
+def flags(record: dict) -> list[str]:
+    """What in a student's record deserves the instructor's look, in words."""
+    said = []
+    public = [c for c in record["checks"] if not c["hidden"]]
+    hidden = [c for c in record["checks"] if c["hidden"]]
+    if public and hidden and all(c["passed"] for c in public) and sum(c["passed"] for c in hidden) < len(hidden) / 2:
+        said.append("passes every public check, fails most hidden ones")
+    lost = sum(c["points"] for c in record["checks"] if not c["passed"] and (c.get("failure") or {}).get("kind") in TROUBLE)
+    if lost:
+        said.append(f"lost {lost:g} points to time-outs or crashes")
+    return said
+
+
+def class_report(lab: Lab, records: list[dict], links: dict[str, str], similar: dict | None = None) -> str:
+    """``links``: each student's feedback page, relative to the report; ``similar``: the near-copies
+    (:func:`autograder.reports.similarity.similarity`; None leaves the section out)."""
+    records = sorted(records, key=lambda r: r["student"])
+    totals = [r["total"] for r in records]
+    students = [{"name": one_line(r["student"]), "link": links.get(r["student"], ""), "total": r["total"],
+                 "state": state(r["total"], r["max_total"]), "status": r["status"], "flags": flags(r),
+                 "parts": [r["parts"][p]["points"] for p in lab.part_ids]} for r in records]
+    parts = []
+    for part in lab.part_ids:
+        got = [r["parts"][part]["points"] for r in records]
+        top = max((r["parts"][part]["max_points"] for r in records), default=0.0)
+        parts.append({"id": part, "title": lab.part(part).title, "max": top, "mean": statistics.fmean(got) if got else 0.0,
+                      "full": sum(g >= top for g in got) if top else 0})
+    outcomes: dict[tuple[str, str], list[bool]] = {}
+    hidden: dict[tuple[str, str], bool] = {}
+    for record in records:
+        for check in record["checks"]:
+            outcomes.setdefault((check["part"], check["name"]), []).append(check["passed"])
+            hidden[check["part"], check["name"]] = check["hidden"]
+    checks = [{"part": part, "name": name, "hidden": hidden[part, name], "rate": sum(passed) / len(passed),
+               "suspect": len(passed) > 1 and not any(passed)} for (part, name), passed in outcomes.items()]
+    checks.sort(key=lambda c: (lab.part_ids.index(c["part"]), c["name"]))
+    mistakes: dict[str, dict] = {}
+    for record in records:
+        for part in lab.part_ids:
+            for mistake in record["parts"][part].get("misconceptions", []):
+                entry = mistakes.setdefault(mistake["id"], {**mistake, "part": part, "students": []})
+                entry["students"].append(one_line(record["student"]))
+    view = {"lab": lab.title, "count": len(records), "max_points": lab.max_points,
+            "mean": statistics.fmean(totals) if totals else 0.0, "median": statistics.median(totals) if totals else 0.0,
+            "full": sum(t >= lab.max_points for t in totals), "histogram": histogram_svg(totals, lab.max_points),
+            "parts": parts, "students": students, "part_ids": lab.part_ids,
+            "flagged": [s for s in students if s["flags"]],
+            "mistakes": sorted(mistakes.values(), key=lambda m: -len(m["students"])),
+            "checks": checks, "suspect": [c for c in checks if c["suspect"]],
+            "hardest": sorted(checks, key=lambda c: c["rate"])[:10], "similar": similar}
+    return TEMPLATES.get_template("class_report.html").render(view=view, threshold=THRESHOLD)

@@ -1,0 +1,141 @@
+"""A student's feedback, from their record: ``feedback.html`` (a page that opens anywhere: no
+server, no network, no script), ``feedback.md`` and Gradescope's ``results.json``, all from one
+view (:func:`feedback_view`), so the three say the same.
+
+The view puts first what the student acts on: a summary table; per part the known mistake once,
+with its hint, at the top; the failed public checks with their messages and, where the values are
+a matrix, a picture of theirs beside the expected one; passing checks folded away. Hidden checks
+are named with what they check, nothing more, and only where grades are published (``hidden``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import jinja2
+import mistune
+from markupsafe import Markup
+
+from autograder.files import write_atomically
+from autograder.judge.dependencies import dependencies, dependency_sentence
+from autograder.lab import Lab
+from autograder.reports.heatmap import heatmap_svg
+from autograder.reports.records import hidden_line, points
+from autograder.text import markdown_block, markdown_span, one_line, printable
+
+TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("autograder.reports"), autoescape=True,
+                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+# Markdown of the lab's own texts (hints, titles): raw HTML in it is shown as text, never run.
+TEMPLATES.filters["markdown"] = lambda text: Markup(mistune.create_markdown(escape=True)(text))
+TEMPLATES.filters["heatmap"] = lambda picture: Markup(heatmap_svg(picture))
+
+
+def state(got: float, out_of: float) -> str:
+    """How a score reads at a glance (a CSS class and a word): full, partial or none."""
+    return "full" if got >= out_of else "partial" if got > 0 else "none"
+
+
+def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
+    """Everything the feedback shows, in order. With ``hidden=False`` nothing about hidden checks
+    (Gradescope's top-level output, visible before grades are published): points are public ones."""
+    seen = [c for c in record["checks"] if hidden or not c["hidden"]]
+    parts = []
+    for part in lab.part_ids:
+        checks = [c for c in seen if c["part"] == part]
+        public = [c for c in checks if not c["hidden"]]
+        secret = [c for c in checks if c["hidden"]]
+        got, out_of = points(checks, passed=True), points(checks)
+        failed = [c for c in public if not c["passed"]]
+        mistakes = []
+        for mistake in record["parts"][part].get("misconceptions", []):
+            matched = [c for c in checks if mistake["id"] in c.get("diagnoses", [])]
+            mistakes.append({**mistake, "public": sum(not c["hidden"] for c in matched),
+                             "hidden": sum(c["hidden"] for c in matched)})
+        parts.append({
+            "id": part, "title": lab.part(part).title, "points": got, "max_points": out_of,
+            "state": state(got, out_of), "passed": sum(c["passed"] for c in checks), "checks": len(checks),
+            "mistakes": [m for m in mistakes if m["public"] or m["hidden"]],
+            "depends": [dependency_sentence(part, d) for d in dependencies(lab, part, seen)],
+            "failed": [{"name": c["name"], "points": c["points"], "about": c.get("about", ""),
+                        "message": printable(c["message"].strip()),
+                        "picture": (c.get("failure") or {}).get("picture")} for c in failed],
+            "passed_checks": [c["name"] for c in public if c["passed"]],
+            "hidden": {"passed": sum(c["passed"] for c in secret), "total": len(secret),
+                       "failed": [{"name": c["name"], "line": hidden_line(c)} for c in secret if not c["passed"]]},
+        })
+    got, out_of = points(seen, passed=True), points(seen)
+    return {"lab": lab.title, "student": one_line(record["student"]), "hidden": hidden,
+            "total": got, "max_total": out_of, "state": state(got, out_of),
+            "status": "" if record["status"] == "graded" else record["status"], "notes": record["notes"], "parts": parts}
+
+
+def picture_markdown(picture: dict) -> str:
+    """The picture as a Markdown image: the SVG inside a data URI, so the file stays self-contained."""
+    svg = base64.b64encode(heatmap_svg(picture).encode()).decode()
+    return f"![your values beside the expected ones](data:image/svg+xml;base64,{svg})"
+
+
+def feedback_markdown(lab: Lab, record: dict, hidden: bool = True) -> str:
+    view = feedback_view(lab, record, hidden)
+    heading = f"{view['total']:g} / {view['max_total']:g}" if hidden else \
+        f"public checks {view['total']:g} / {view['max_total']:g} (hidden checks: after grades are published)"
+    lines = [f"# {lab.title}: {heading}", "", "| part | points | checks passed |", "|---|---:|---:|"]
+    lines += [f"| {p['id']} | {p['points']:g} / {p['max_points']:g} | {p['passed']} / {p['checks']} |" for p in view["parts"]]
+    lines += [f"| **total** | **{view['total']:g} / {view['max_total']:g}** | |", ""]
+    if view["status"]:
+        lines += ["**What cost points beyond wrong answers:**", "", markdown_block(view["status"]), ""]
+    if view["notes"]:
+        lines += ["**Notes** (these cost nothing):", "", markdown_block("\n".join(view["notes"])), ""]
+    for part in view["parts"]:
+        lines += [f"## {part['id']}: {part['points']:g} / {part['max_points']:g}", ""]
+        for mistake in part["mistakes"]:
+            lines += [f"**Known mistake: {mistake['title']}** ({matched(mistake, hidden)}). {mistake['hint']}", ""]
+        lines += [f"- **depends on**: {sentence}" for sentence in part["depends"]]
+        for check in part["failed"]:
+            message = markdown_block(check["message"]).replace("\n", "\n  ")
+            lines.append(f"- ✗ {markdown_span(check['name'])} ({check['points']:g} pt):\n\n  {message}\n")
+            if check["picture"]:
+                lines.append(f"  {picture_markdown(check['picture'])}\n")
+        if hidden and part["hidden"]["total"]:
+            lines.append(f"- hidden checks: {part['hidden']['passed']} of {part['hidden']['total']} passed")
+            lines += [f"  - ✗ {markdown_span(c['name'])}: {markdown_span(c['line'])}" for c in part["hidden"]["failed"]]
+        if part["passed_checks"]:
+            lines.append(f"- ✓ {len(part['passed_checks'])} public check{'s' if len(part['passed_checks']) > 1 else ''} "
+                         f"passed: {', '.join(markdown_span(name) for name in part['passed_checks'])}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def matched(mistake: dict, hidden: bool) -> str:
+    """How many failed checks a known mistake explains, counting only the ones this feedback lists."""
+    said = f"matches {mistake['public']} failed check{'s' if mistake['public'] != 1 else ''} below"
+    return said + (f" and {mistake['hidden']} hidden" if hidden and mistake["hidden"] else "")
+
+
+def feedback_html(lab: Lab, record: dict) -> str:
+    view = feedback_view(lab, record)
+    return TEMPLATES.get_template("feedback.html").render(view=view, matched=matched)
+
+
+def gradescope(lab: Lab, record: dict) -> dict:
+    """Gradescope's results.json. Hidden checks are tests visible after publication, each with one
+    line saying what it checks; the top-level ``output`` (visible at once) holds the public
+    feedback only. Gradescope hides the total while any test is hidden, so it reveals nothing."""
+    tests = [{"name": f"{check['part']}: {check['name']}", "score": check["points"] if check["passed"] else 0.0,
+              "max_score": check["points"], "status": "passed" if check["passed"] else "failed",
+              "visibility": "after_published" if check["hidden"] else "visible",
+              "output": hidden_line(check) if check["hidden"] else check["message"],
+              "output_format": "text"}  # the student's own words, shown as they are, never as Markdown or HTML
+             for check in record["checks"]]
+    return {"score": record["total"], "execution_time": record["seconds"],
+            "output": feedback_markdown(lab, record, hidden=False), "output_format": "md", "test_output_format": "text",
+            "visibility": "visible", "tests": tests}
+
+
+def write_student(lab: Lab, folder: Path, record: dict) -> None:
+    write_atomically(folder / "summary.json", json.dumps(record, indent=1))
+    write_atomically(folder / "results.json", json.dumps(gradescope(lab, record), indent=1))
+    write_atomically(folder / "feedback.md", feedback_markdown(lab, record))
+    write_atomically(folder / "feedback.html", feedback_html(lab, record))

@@ -1,0 +1,126 @@
+"""The reports as their readers use them: the class report an instructor acts on, a student's
+feedback page, the similarity of submissions; checked in a real browser (headless Chromium)."""
+
+import io
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from autograder.batch.grade import grade
+from autograder.reports.class_report import flags
+from autograder.reports.histogram import bins, histogram_svg
+from autograder.reports.similarity import similarity
+from conftest import KIT, LAB, SOLUTIONS
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_full_marks_have_a_bar_of_their_own_and_every_count_is_inside_the_picture():
+    assert bins([100, 95, 90, 0, 9.5], 100)[-2:] == [("90–100", 2), ("100", 1)]
+    svg = histogram_svg([100] * 7 + [55], 100)
+    counts = [(float(y), int(n)) for y, n in re.findall(r"y='([\d.]+)' font-size='11' text-anchor='middle'>(\d+)<", svg)]
+    assert (7 in [n for _, n in counts]) and all(y > 11 for y, _ in counts)  # 11 px: the font, above y=0 is clipped
+    assert ">students<" in svg and "total points" in svg  # both axes are named
+
+
+def record(checks):
+    return {"checks": [{"part": "p", "name": f"c{i}", "points": 1.0, "hidden": hidden, "passed": passed,
+                        **({} if passed else {"failure": {"kind": kind}})} for i, (hidden, passed, kind) in enumerate(checks)]}
+
+
+def test_a_hard_coder_and_points_lost_to_time_outs_are_flagged():
+    hard_coder = record([(False, True, None)] * 3 + [(True, False, "wrong")] * 3)
+    assert flags(hard_coder) == ["passes every public check, fails most hidden ones"]
+    assert flags(record([(False, True, None), (True, False, "timeout"), (True, True, None)])) == \
+        ["lost 1 points to time-outs or crashes"]
+    assert flags(record([(False, False, "wrong"), (True, False, "wrong")])) == []  # just wrong: nothing to look at
+
+
+def renamed(code: str) -> str:
+    """A copy that hides nothing but the names: every local variable gets another one."""
+    for old, new in (("scores", "s_mat"), ("weights", "attn_w"), ("shift", "mx"), ("exps", "e"), ("dim", "axis")):
+        code = re.sub(rf"\b{old}\b", new, code)
+    return code
+
+
+def test_a_copy_with_renamed_variables_is_found_and_independent_solutions_are_not(tmp_path):
+    staged = {}
+    for student in ("ann", "ben", "cat"):
+        staged[student] = tmp_path / student
+        shutil.copytree(LAB.release, staged[student], ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
+    ben = KIT / "examples" / "submitted" / "ben" / "attention"  # a demo student's own, independent solution
+    shutil.copy(ben / "softmax.py", staged["ann"] / "softmax.py")
+    (staged["ben"] / "softmax.py").write_text(renamed((ben / "softmax.py").read_text()))
+    assert (staged["ben"] / "softmax.py").read_text() != (ben / "softmax.py").read_text()
+    found = similarity(LAB, staged)
+    pairs = {(p["module"], p["first"], p["second"]) for p in found["pairs"]}
+    assert ("softmax.py", "ann", "ben") in pairs
+    assert not any("cat" in pair for pair in pairs)  # the stubs: the given code never counts
+    assert not any("the reference solution" in pair for pair in pairs)  # ben's own work is not the reference
+    shown = next(p for p in found["pairs"] if p["module"] == "softmax.py")
+    assert "<mark>" in shown["first_code"] and "<script" not in shown["first_code"]
+
+
+@pytest.fixture(scope="module")
+def cohort_reports(tmp_path_factory):
+    """A small cohort graded: one right, one copying the reference with renamed names, one with a
+    mistake that draws a picture (tril for triu), one that loops forever in one function."""
+    root = tmp_path_factory.mktemp("reports")
+    cohort = root / "cohort"
+    for student in ("ann", "bo", "cy", "dee"):
+        shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
+    softmax = cohort / "bo" / "attention" / "softmax.py"
+    softmax.write_text(renamed(softmax.read_text()))
+    masking = cohort / "cy" / "attention" / "masking.py"
+    masking.write_text(masking.read_text().replace("torch.triu(", "torch.tril("))
+    dropout = cohort / "dee" / "attention" / "dropout.py"
+    dropout.write_text(dropout.read_text().replace('    """\n', '    """\n    while True:\n        pass\n', 1))
+    out = root / "out"
+    grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
+    return out
+
+
+def test_the_class_report_links_flags_and_lists_near_copies(cohort_reports):
+    report = (cohort_reports / "report.html").read_text()
+    for student in ("ann", "bo", "cy", "dee"):
+        assert f'href="students/{student}/feedback.html"' in report
+    students = report[report.index('id="students"'):report.index("Known mistakes")]
+    dee = students[students.index(">dee<"):].split("</tr>")[0]
+    assert "time-outs or crashes" in dee
+    groups = report[report.index('id="similar-groups"'):].split("</ul>")[0]
+    assert "softmax.py</b>: ann, bo, cy, dee, the reference solution" in groups
+
+
+def test_a_mask_mistake_is_pictured_for_public_checks_only(cohort_reports):
+    summary = json.loads((cohort_reports / "students" / "cy" / "summary.json").read_text())
+    failed = [c for c in summary["checks"] if not c["passed"]]
+    assert any(c["failure"].get("picture") for c in failed if not c["hidden"])
+    assert not any(c["failure"].get("picture") for c in failed if c["hidden"])
+    page = (cohort_reports / "students" / "cy" / "feedback.html").read_text()
+    assert "class='heatmap'" in page and "<details>" in page
+
+
+def render(page, tmp_path) -> tuple[str, str]:
+    """The page as Chromium renders it (its DOM after scripts ran) and what its console said."""
+    run = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    shot = tmp_path / f"{page.stem}.png"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,1600",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 20_000  # a picture with something on it, not a blank page
+    console = [line for line in run.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    return run.stdout, "\n".join(console)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_the_reports_render_in_a_real_browser(cohort_reports, tmp_path):
+    dom, console = render(cohort_reports / "report.html", tmp_path)
+    assert console == ""
+    assert 'id="histogram"' in dom and 'id="overview"' in dom and 'href="students/cy/feedback.html"' in dom
+    dom, console = render(cohort_reports / "students" / "cy" / "feedback.html", tmp_path)
+    assert console == ""
+    assert 'id="summary"' in dom and 'class="heatmap"' in dom and "Known mistake" in dom
