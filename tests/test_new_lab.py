@@ -63,8 +63,9 @@ def test_a_new_lab_notebook_runs_on_the_solutions(kit):
     folder = kit / "solutions" / "demo"
     notebook = nbformat.read(folder / "demo_lab.ipynb", as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
-    text = "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
-    assert text.count(": matches") == 3 and "does not match" not in text
+    shown = "".join(out.get("text", "") + out.get("data", {}).get("text/plain", "")
+                    for cell in notebook.cells for out in cell.get("outputs", []))
+    assert shown.count("✓ ") == 3 and "does not match" not in shown
 
 
 @pytest.mark.parametrize("args, said", [

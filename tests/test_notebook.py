@@ -1,11 +1,14 @@
 """Each lab's companion notebook runs headless in a real Jupyter kernel, release and solution versions."""
 
+import re
 import shutil
 from dataclasses import dataclass
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from autograder.judge.misconceptions import load_catalogue
 
 
 @dataclass(frozen=True)
@@ -14,15 +17,19 @@ class Expected:
     comparisons: int    # at least this many, all right, on the solutions
     figures: int
     questions: frozenset
+    reads_figure: str   # the question that asks the student to read a picture
+    mistake: str        # a known mistake the notebook shows as a red verdict with a picture
 
 
 EXPECTED = {
     "attention": Expected("matches the document", 12, 5,  # simplified/projected, unmasked/causal, dropout, heads, §2
-                          frozenset({"why_sqrt_dk", "why_minus_inf", "why_inverted_dropout", "why_transpose_heads",
-                                     "why_out_proj"})),
-    "transformer": Expected("matches PyTorch", 9, 4,  # LayerNorm before/after, heads, decoder self and cross
+                          frozenset({"why_sqrt_dk", "why_minus_inf",
+                                     "read_dropout_figure", "why_transpose_heads", "why_out_proj"}),
+                          "read_dropout_figure", "masking.tril_mask"),
+    "transformer": Expected("matches PyTorch", 9, 5,  # x, LayerNorm yours/PyTorch, heads, decoder self and cross
                             frozenset({"why_post_norm", "read_head_figure", "why_causal_decoder",
-                                       "why_cross_attention_queries"})),
+                                       "why_cross_attention_queries"}),
+                            "read_head_figure", "attention.mask_polarity_flipped"),
 }
 
 
@@ -32,31 +39,62 @@ def expected(lab):
     return EXPECTED[lab.name]
 
 
-def execute(folder, name):
-    """The executed notebook's code cells' outputs: (printed text, number of figures, errors)."""
+@dataclass(frozen=True)
+class Run:
+    text: str           # what the cells printed, and the plain-text form of what they displayed
+    figures: int
+    errors: list
+    verdicts: list      # (plain text, HTML) of each displayed verdict, in order
+    pictured: list      # the verdicts followed by a figure in the same cell's outputs
+
+
+def execute(folder, name) -> Run:
     notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(folder)}}).execute()
-    outputs = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.get("outputs", [])]
-    text = "".join(out.get("text", "") for out in outputs)
-    figures = sum("image/png" in out.get("data", {}) for out in outputs)
-    errors = [out["ename"] for out in outputs if out["output_type"] == "error"]
-    return text, figures, errors
+    text, figures, errors, verdicts, pictured = "", 0, [], [], []
+    for cell in (c for c in notebook.cells if c.cell_type == "code"):
+        last_verdict = None
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text += out.get("text", "") + ("" if "image/png" in data else data.get("text/plain", "") + "\n")
+            figures += "image/png" in data
+            if out["output_type"] == "error":
+                errors.append(out["ename"])
+            if "text/html" in data and re.match("[✓✗] ", data.get("text/plain", "")):
+                last_verdict = (data["text/plain"], data["text/html"])
+                verdicts.append(last_verdict)
+            elif "image/png" in data and last_verdict is not None:
+                pictured.append(last_verdict)
+                last_verdict = None
+    return Run(text, figures, errors, verdicts, pictured)
 
 
 def test_solution_notebook_matches_and_draws_its_figures(lab, expected):
-    text, figures, errors = execute(lab.reference, lab.notebook)
-    assert errors == []
-    assert "does not match" not in text and "not implemented yet" not in text and "raised" not in text
-    assert text.count(expected.verdict) >= expected.comparisons
-    assert figures == expected.figures
+    run = execute(lab.reference, lab.notebook)
+    assert run.errors == []
+    assert "does not match" not in run.text and "not implemented yet" not in run.text and "raised" not in run.text
+    assert len(run.verdicts) >= expected.comparisons
+    assert all(plain.startswith(f"✓ ") and expected.verdict in plain and "#1a7f37" in markup and "✓" in markup
+               for plain, markup in run.verdicts), "a right result shows a green ✓ at a glance"
+    assert run.figures == expected.figures
 
 
 def test_release_notebook_runs_to_the_end_on_stubs(lab, expected):
-    text, figures, errors = execute(lab.release, lab.notebook)
-    assert errors == []
-    assert "not implemented yet" in text and expected.verdict not in text
-    assert text.rstrip().endswith("not implemented yet (the notebook goes on without it)")
+    run = execute(lab.release, lab.notebook)
+    assert run.errors == []
+    assert "not implemented yet" in run.text and expected.verdict not in run.text and run.verdicts == []
+    assert run.text.rstrip().endswith("not implemented yet (the notebook goes on without it)")
+
+
+def test_opening_cell_holds_no_helper_code(lab):
+    """The helpers live in tests/notebook_helpers.py (copied by the release); the first code cell only sets up."""
+    for folder in (lab.source, lab.release):
+        notebook = nbformat.read(folder / f"{lab.notebook}.ipynb", as_version=4)
+        setup = next(cell for cell in notebook.cells if cell.cell_type == "code")
+        assert "def " not in setup.source and "from notebook_helpers import" in setup.source
+    assert (lab.release / "tests" / "notebook_helpers.py").is_file()
+    assert (lab.reference / "tests" / "notebook_helpers.py").is_file()
 
 
 def test_written_questions_are_manually_graded_answer_cells(lab, expected):
@@ -68,16 +106,28 @@ def test_written_questions_are_manually_graded_answer_cells(lab, expected):
         assert all(notebook.cells[i].metadata["nbgrader"]["points"] > 0 for i, cell in enumerate(notebook.cells)
                    if cell.metadata.get("nbgrader", {}).get("grade_id") in expected.questions)
         assert all((len(text) > 200) == answered for text in answers.values()), folder
+        graded = {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells if "nbgrader" in cell.metadata}
+        for question in expected.questions:  # the prompt shows the points the gradebook gives
+            points = graded[question].metadata["nbgrader"]["points"]
+            assert f"({points:g} points)" in graded[f"{question}_question"].source, question
+        assert "picture" in graded[f"{expected.reads_figure}_question"].source
 
 
-def test_a_module_that_does_not_load_stops_only_its_own_sections(lab, expected, tmp_path):
-    """A syntax error in the first part's module: the notebook still runs to the end."""
-    if lab.name == "attention":
-        pytest.xfail("the attention notebook imports every module in its first cell (issue 13)")
+def test_a_broken_module_stops_only_its_section_and_a_mistake_shows_red_with_a_picture(lab, expected, tmp_path):
+    """A syntax error in the first part's module and a known mistake in another: the notebook runs to
+    the end, the other sections still compare, and the mistake shows as a red ✗ followed by a picture
+    of the student's values beside the expected ones."""
     folder = tmp_path / lab.name
     shutil.copytree(lab.reference, folder)
     (folder / lab.parts[0].module).write_text("def broken(:\n", encoding="utf-8")
-    text, figures, errors = execute(folder, lab.notebook)
-    assert errors == []
-    assert f"{lab.parts[0].id}.py did not load (SyntaxError" in text
-    assert expected.verdict in text  # the parts that do not import the broken module still run
+    part, _, name = expected.mistake.partition(".")
+    mistake = next(m for m in load_catalogue(lab.checks)[part] if m.name == name)
+    module = folder / f"{part}.py"
+    module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")
+    run = execute(folder, lab.notebook)
+    assert run.errors == []
+    assert f"{lab.parts[0].id}.py did not load (SyntaxError" in run.text
+    assert any(plain.startswith("✓ ") for plain, _ in run.verdicts)  # the parts that do not import it still run
+    wrong = [(plain, markup) for plain, markup in run.verdicts if plain.startswith("✗ ")]
+    assert wrong and all("does not match" in plain and "#cf222e" in markup for plain, markup in wrong)
+    assert set(run.pictured) & set(wrong), "a wrong matrix is drawn beside the expected one"

@@ -1,6 +1,7 @@
 """The platforms: the student bundle with its GitHub Classroom workflow, the Gradescope autograder, CI."""
 
 import base64
+import importlib.metadata
 import json
 import os
 import shutil
@@ -12,6 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from autograder.authoring.bundle import gradescope_zip, student_bundle
 from autograder.authoring.release import hidden_line_ranges, solution_line_ranges
@@ -67,6 +70,36 @@ def test_the_bundle_holds_what_a_student_needs_and_no_secret(lab, lab_dist):
     assert "torch==2.13.0" in text
 
 
+def pins(path: Path) -> dict[str, str]:
+    return {canonicalize_name(line.split("==")[0]): line.strip() for line in path.read_text().splitlines()
+            if "==" in line and not line.startswith("#")}
+
+
+def closure(names) -> set[str]:
+    """The distributions ``names`` need, as installed here from the kit's pins (extras followed);
+    without pip and setuptools, which every venv brings (pip-compile leaves them out too)."""
+    seen, todo = set(), [(canonicalize_name(name), "") for name in names]
+    while todo:
+        name, extra = todo.pop()
+        if (name, extra) not in seen:
+            seen.add((name, extra))
+            for requirement in map(Requirement, importlib.metadata.requires(name) or []):
+                if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+                    todo += [(canonicalize_name(requirement.name), e) for e in ("", *requirement.extras)]
+    return {name for name, _ in seen} - {"pip", "setuptools"}
+
+
+def test_student_requirements_are_the_closure_of_what_students_use_pinned_as_the_kit():
+    student = KIT / "platforms" / "student" / "requirements.txt"
+    text = student.read_text()
+    direct = {canonicalize_name(line.split("==")[0]) for line in text[:text.index("# What those need")].splitlines()
+              if "==" in line and not line.startswith("#")}
+    assert set(pins(student)) == closure(direct), "regenerate platforms/student/requirements.txt from the closure"
+    kit = pins(KIT / "requirements.txt")
+    assert all(kit[name] == pin for name, pin in pins(student).items())
+    assert not {"nbgrader", "copydetect", "sqlalchemy", "pytest-xdist"} & set(pins(student))
+
+
 @pytest.fixture(scope="module")
 def student_repo(dist, tmp_path_factory):
     """The bundle unpacked and set up as a student would: `make setup` (a real venv)."""
@@ -98,6 +131,19 @@ def reporter_points(runners: dict[str, dict]) -> tuple[float, float]:
     """What autograding-grading-reporter sums into "Points X/Y": test scores over runners' max_score."""
     total = sum(test["score"] for result in runners.values() if result["max_score"] for test in result["tests"])
     return total, sum(result["max_score"] for result in runners.values())
+
+
+def test_students_jupyterlab_has_no_nbgrader_and_runs_the_notebook(student_repo, tmp_path):
+    bin_dir = student_repo / ".venv" / "bin"
+    assert subprocess.run([bin_dir / "python", "-c", "import nbgrader"], capture_output=True).returncode != 0
+    extensions = subprocess.run([bin_dir / "jupyter", "labextension", "list"], capture_output=True, text=True)
+    assert extensions.returncode == 0 and "nbgrader" not in extensions.stdout + extensions.stderr
+    folder = tmp_path / "attention"
+    shutil.copytree(student_repo / "attention", folder)
+    run = subprocess.run([bin_dir / "jupyter", "nbconvert", "--to", "notebook", "--execute", "--output", "ran",
+                          f"{LAB.notebook}.ipynb"], cwd=folder, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "not implemented yet" in (folder / "ran.ipynb").read_text()
 
 
 def test_students_make_check_on_stubs_and_on_solutions(student_repo, tmp_path):

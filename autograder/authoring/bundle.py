@@ -2,8 +2,10 @@
 
 ``make student-bundle LAB=<lab>`` writes ``dist/<lab>-student/`` and ``dist/<lab>-student.zip``:
 the release (stubs, notebook, public checks), the harness that runs ``make check``
-(``autograder/``, pinned requirements), the lab's student README and the files in
-``platforms/student/`` (Makefile, the GitHub Classroom workflow, written for the lab's parts).
+(``autograder/``), the lab's student README and the files in ``platforms/student/``: the
+Makefile, the GitHub Classroom workflow (written for the lab's parts) and the student's pinned
+requirements, which leave out what only the grader uses (nbgrader above all: its JupyterLab
+menus are the instructor's).
 Nothing from ``solutions/`` or the hidden checks.
 
 ``make gradescope-zip LAB=<lab>`` writes ``dist/<lab>-gradescope.zip`` with ``setup.sh`` and
@@ -29,11 +31,11 @@ ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so the same kit gives the same bytes
 STUDENT_README = "README.student.md"  # in source/<lab>/: what the student's repository opens with
 
 
-def copy_harness(into: Path) -> None:
-    """The grader itself: the package, the pinned requirements, the course config (its fences)."""
+def copy_harness(into: Path, requirements: Path = KIT_ROOT / "requirements.txt") -> None:
+    """The grader itself: the package, pinned requirements, the course config (its fences)."""
     shutil.copytree(KIT_ROOT / "autograder", into / "autograder", ignore=SKIP)
-    for name in ("requirements.txt", "nbgrader_config.py"):
-        shutil.copy(KIT_ROOT / name, into / name)
+    shutil.copy(requirements, into / "requirements.txt")
+    shutil.copy(KIT_ROOT / "nbgrader_config.py", into / "nbgrader_config.py")
 
 
 def zip_folder(folder: Path, archive: Path, prefix: str = "") -> Path:
@@ -59,9 +61,9 @@ def student_bundle(lab: Lab, dist: Path = DIST) -> Path:
     root = dist / f"{lab.name}-student"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(lab.release, root / lab.name, ignore=SKIP)
-    copy_harness(root)
-    shutil.copy(lab.source / STUDENT_README, root / "README.md")
     student = PLATFORMS / "student"
+    copy_harness(root, student / "requirements.txt")
+    shutil.copy(lab.source / STUDENT_README, root / "README.md")
     shutil.copy(student / "gitignore", root / ".gitignore")
     (root / "Makefile").write_text((student / "Makefile").read_text().replace("LAB := <lab>", f"LAB := {lab.name}"))
     workflow = root / ".github" / "workflows" / "classroom.yml"

@@ -26,6 +26,8 @@ from autograder.lab import DECLARATION, KIT_ROOT, Lab
 INSTRUCTOR_ONLY = {Path("tests/misconceptions.toml")}
 # Every lab folder's own Makefile (make check, make lab): the same for all labs, so not theirs to copy.
 LAB_MAKEFILE = KIT_ROOT / "platforms" / "lab" / "Makefile"
+# What every companion notebook imports from tests/ (load, compare, heatmaps): the kit's, like the Makefile.
+NOTEBOOK_HELPERS = KIT_ROOT / "platforms" / "lab" / "notebook_helpers.py"
 
 
 @cache
@@ -137,6 +139,7 @@ def build(kind: str, lab: Lab, out_dir: Path | None = None) -> Path:
         destination.write_text(transform(kind, relative, text), encoding="utf-8")
         shutil.copymode(path, destination)
     shutil.copy(LAB_MAKEFILE, target / "Makefile")
+    shutil.copy(NOTEBOOK_HELPERS, target / "tests" / NOTEBOOK_HELPERS.name)
     for cache_dir in target.rglob("__pycache__"):
         shutil.rmtree(cache_dir)
     return target

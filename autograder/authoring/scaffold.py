@@ -144,33 +144,13 @@ def notebook(title: str, parts: list[str], weights: list[float]) -> nbformat.Not
                                                               "name": "python3"}, "language_info": {"name": "python"}})
 
 
-SETUP = '''import importlib
+SETUP = '''%matplotlib inline
+import sys
 
 import torch
 
-
-def load(name):
-    """Your module, or None with one line saying why, so that only its section stops."""
-    try:
-        return importlib.import_module(name)
-    except Exception as error:  # a syntax error stops only this section
-        print(f"{name}.py did not load ({type(error).__name__}: {error}): this section is skipped")
-    return None
-
-
-def compare(label, run, expected):
-    """Run your code and say whether it gives the expected result."""
-    try:
-        mine = run()
-    except NotImplementedError:
-        print(f"{label}: not implemented yet (the notebook goes on without it)")
-        return None
-    except Exception as error:  # a half-written function should not stop the notebook
-        print(f"{label}: raised {type(error).__name__}: {error}")
-        return None
-    same = tuple(mine.shape) == tuple(expected.shape) and torch.allclose(mine, expected)
-    print(f"{label}: {'matches' if same else 'does not match'}\\n{mine}")
-    return mine'''
+sys.path.insert(0, "tests")  # the notebook's helpers: make release and make solutions put them there
+from notebook_helpers import compare, load'''
 
 
 def new_lab(name: str, parts: list[str], title: str | None = None, source: Path = KIT_ROOT / "source") -> Path:

@@ -1,0 +1,150 @@
+"""What every lab's companion notebook needs around the student's code, kept out of its cells.
+
+``make release`` and ``make solutions`` copy this file into each lab's ``tests/``, which the
+notebook puts on its path. Each section loads its own module (``load``), runs the student's
+functions without ever stopping the notebook (``attempt``), says at a glance whether a result
+is right (``compare``: a green ✓ or a red ✗, and a picture of what differs), gives a layer known
+weights (``with_weights``) and draws matrices side by side on one colour scale (``heatmaps``).
+"""
+
+import html
+import importlib
+import traceback
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import display
+
+RIGHT, WRONG = "#1a7f37", "#cf222e"
+
+
+def load(name):
+    """The student's module ``name``, or None with one line saying why, so that only its section stops."""
+    try:
+        return importlib.import_module(name)
+    except Exception as error:  # a syntax error or a failing import stops only the section that needs it
+        line = traceback.extract_tb(error.__traceback__)[-1].lineno if error.__traceback__ else "?"
+        if isinstance(error, SyntaxError):
+            line = error.lineno
+        print(f"{name}.py did not load ({type(error).__name__}: {error}, line {line}): this section is skipped")
+    return None
+
+
+def attempt(label, run):
+    """``run()``'s result, or None with one line saying why, so the notebook goes on."""
+    try:
+        return run()
+    except NotImplementedError:
+        print(f"{label}: not implemented yet (the notebook goes on without it)")
+    except Exception as error:  # a half-written function should not stop the notebook
+        print(f"{label}: raised {type(error).__name__}: {error}")
+    return None
+
+
+def with_weights(layer, state):
+    """The student's ``layer`` holding the given weights (by name, as PyTorch's layers would load them), in eval mode."""
+    layer.load_state_dict(state)
+    return layer.eval()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One comparison's outcome: coloured with a mark in JupyterLab, plain text everywhere else."""
+
+    label: str
+    matches: bool
+    reference: str
+
+    def __repr__(self):
+        return f"{'✓' if self.matches else '✗'} {self.label}: {'matches' if self.matches else 'does not match'} " \
+               f"{self.reference}"
+
+    def _repr_html_(self):
+        colour = RIGHT if self.matches else WRONG
+        return (f'<div style="border-left: 6px solid {colour}; padding: 2px 10px; margin: 4px 0; color: {colour}; '
+                f'font-weight: 600">{html.escape(repr(self))}</div>')
+
+
+def compare(label, run, expected, *, reference="the expected values", atol=1e-5, rtol=1e-4):
+    """Run the student's code and judge its result against ``expected``.
+
+    ``expected`` is a tensor, or a tensor a document printed (with ``.tensor``, ``.atol`` and
+    ``.provenance``), which is then named as the reference. A wrong result is printed beside the
+    expected one, and a wrong matrix (or vector) is drawn beside it, the differing cells outlined.
+    Returns the student's result (None when the code did not run).
+    """
+    if hasattr(expected, "provenance"):
+        reference, atol, rtol, expected = f"the document ({expected.provenance})", expected.atol, 0.0, expected.tensor
+    mine = attempt(label, run)
+    if mine is None:
+        return None
+    mine = mine.detach()
+    same_shape = tuple(mine.shape) == tuple(expected.shape)
+    if not same_shape:
+        matches = False
+    elif expected.is_floating_point():
+        matches = torch.allclose(mine.to(expected.dtype), expected, atol=atol, rtol=rtol, equal_nan=True)
+    else:
+        matches = torch.equal(mine.to(expected.dtype), expected)
+    display(Verdict(label, matches, reference))
+    if not matches:
+        print(f"yours {tuple(mine.shape)}:\n{mine}\n{reference} {tuple(expected.shape)}:\n{expected}")
+        if same_shape and mine.dim() >= 1:
+            differs = ~torch.isclose(mine.to(torch.float64), expected.to(torch.float64), atol=atol, rtol=rtol,
+                                     equal_nan=True)
+            index = first_differing_slice(differs)
+            where = f"[{', '.join(map(str, index))}]" if index else ""
+            heatmaps((f"yours{where}", as_matrix(mine, index)), (f"expected{where}", as_matrix(expected, index)),
+                     outline=as_matrix(differs, index), xlabel="column", ylabel="row")
+    return mine
+
+
+def first_differing_slice(differs):
+    """The index of the 2-D slice that holds the first difference (``()`` for a matrix or a vector)."""
+    if differs.dim() <= 2:
+        return ()
+    first = differs.reshape(-1, *differs.shape[-2:]).flatten(1).any(1).nonzero()[0, 0]
+    return tuple(int(i) for i in torch.unravel_index(first, differs.shape[:-2]))
+
+
+def as_matrix(values, index=()):
+    """``values[index]`` as a matrix (a vector becomes one row)."""
+    values = values[index]
+    return values.reshape(1, -1) if values.dim() == 1 else values
+
+
+def heatmaps(*panels, rows=None, columns=None, xlabel="key (attended to)", ylabel="query (attending)", outline=None,
+             per_row=3):
+    """Matrices side by side on one colour scale (``per_row`` to a line); panels that are None are skipped.
+
+    ``rows`` and ``columns`` label the axes when their lengths fit; ``outline`` (a boolean matrix)
+    frames the cells that differ. Booleans are drawn as 0 and 1, non-finite values as blank cells.
+    """
+    panels = [(title, values.detach().to(torch.float64)) for title, values in panels if values is not None]
+    if not panels:
+        return
+    finite = torch.cat([values[values.isfinite()] for _, values in panels])
+    low, high = (float(finite.min()), float(finite.max())) if finite.numel() else (0.0, 1.0)
+    lines = -(-len(panels) // per_row)
+    across = min(len(panels), per_row)
+    figure, axes = plt.subplots(lines, across, figsize=(4.2 * across, 3.8 * lines), squeeze=False,
+                                layout="constrained")
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    for axis, (title, values) in zip(axes.flat, panels):
+        image = axis.imshow(values.where(values.isfinite(), torch.nan), cmap="viridis", vmin=low, vmax=high,
+                            aspect="auto")
+        axis.set_title(title, fontsize=10)
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel(ylabel)
+        if columns is not None and len(columns) == values.shape[-1]:
+            axis.set_xticks(range(len(columns)), columns, rotation=45, fontsize=8)
+        if rows is not None and len(rows) == values.shape[-2]:
+            axis.set_yticks(range(len(rows)), rows, fontsize=8)
+        if outline is not None:
+            for row, column in outline.nonzero().tolist():
+                axis.add_patch(plt.Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="orange",
+                                             linewidth=2))
+    figure.colorbar(image, ax=list(axes.flat[:len(panels)]), fraction=0.03)
+    plt.show()
