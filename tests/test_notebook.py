@@ -75,7 +75,7 @@ def test_solution_notebook_matches_and_draws_its_figures(lab, expected):
     assert run.errors == []
     assert "does not match" not in run.text and "not implemented yet" not in run.text and "raised" not in run.text
     assert len(run.verdicts) >= expected.comparisons
-    assert all(plain.startswith(f"✓ ") and expected.verdict in plain and "#1a7f37" in markup and "✓" in markup
+    assert all(plain.startswith("✓ ") and expected.verdict in plain and "#1a7f37" in markup and "✓" in markup
                for plain, markup in run.verdicts), "a right result shows a green ✓ at a glance"
     assert run.figures == expected.figures
 
