@@ -92,6 +92,8 @@ def test_the_class_report_links_flags_and_lists_near_copies(cohort_reports):
     assert "time-outs or crashes" in dee
     groups = report[report.index('id="similar-groups"'):].split("</ul>")[0]
     assert "softmax.py</b>: ann, bo, cy, dee, the reference solution" in groups
+    softmax = groups[groups.index("softmax.py</b>"):].split("</li>")[0]
+    assert softmax.count('<details class="similar">') == 4  # each of the 5 with its closest, not all 10 pairs
 
 
 def test_a_mask_mistake_is_pictured_for_public_checks_only(cohort_reports):
@@ -124,3 +126,20 @@ def test_the_reports_render_in_a_real_browser(cohort_reports, tmp_path):
     dom, console = render(cohort_reports / "students" / "cy" / "feedback.html", tmp_path)
     assert console == ""
     assert 'id="summary"' in dom and 'class="heatmap"' in dom and "Known mistake" in dom
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_the_students_table_sorts_by_the_clicked_column(cohort_reports, tmp_path):
+    """The report's own script, run by Chromium: one click on "total" sorts up, a second one down."""
+    report = (cohort_reports / "report.html").read_text()
+    for clicks, order in ((1, sorted), (2, lambda totals: sorted(totals, reverse=True))):
+        page = tmp_path / f"clicked_{clicks}" / "report.html"
+        page.parent.mkdir()
+        click = ('<script>const th = [...document.querySelectorAll("#students th")].find(h => h.textContent === "total");'
+                 + " th.click();" * clicks + "</script>")
+        page.write_text(report.replace("</body>", click + "</body>"))
+        dom, console = render(page, tmp_path)
+        assert console == ""
+        table = dom[dom.index('id="students"'):].split("</table>")[0]
+        totals = [float(t) for t in re.findall(r'data-sort="([0-9.]+)"><b>', table)]
+        assert len(totals) == 4 and len(set(totals)) > 1 and totals == order(totals), (clicks, totals)

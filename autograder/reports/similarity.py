@@ -48,11 +48,32 @@ def name_of(student: str | None) -> str:
     return "the reference solution" if student is REFERENCE else one_line(student)
 
 
+def closest_pairs(members: set, pairs: list[dict]) -> list[dict]:
+    """The pairs that tie a group together, most similar first: each member linked to the one it is
+    closest to (a maximum spanning tree), so a group of n shows n - 1 pairs, not n(n - 1) / 2."""
+    joined = {member: member for member in members}
+
+    def root(member):
+        while joined[member] != member:
+            member = joined[member]
+        return member
+
+    kept = []
+    for pair in sorted(pairs, key=lambda p: -p["similarity"]):
+        a, b = root(pair["keys"][0]), root(pair["keys"][1])
+        if a != b:
+            joined[a] = b
+            kept.append(pair)
+    return kept
+
+
 def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) -> dict:
-    """``{"pairs": [...], "groups": [...]}``. A pair: ``{"module", "first", "second", "similarity",
-    "first_code", "second_code"}``, most similar first, the code HTML-escaped with the shared
-    stretches in ``<mark>`` (for the first pairs only). A group: the students (and the reference
-    solution, when a submission copies it) linked by such pairs in one module."""
+    """``{"pairs": [...], "groups": [...]}``. A pair: ``{"module", "first", "second", "similarity"}``,
+    most similar first. A group: ``{"module", "members", "with_reference", "pairs"}``, the students
+    (and the reference solution, when a submission copies it) linked by such pairs in one module,
+    groups of students alone first; its ``pairs`` are the closest ones (:func:`closest_pairs`),
+    the first of them with ``first_code`` and ``second_code``: HTML-escaped, the shared stretches
+    in ``<mark>``."""
     pairs, groups = [], []
     for module in lab.modules:
         boilerplate = stub_hashes(lab, module)
@@ -65,23 +86,31 @@ def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) 
                     prints[student] = fingerprint(path.read_bytes().decode("utf-8", errors="replace"), module, boilerplate)
                 except Exception:  # noqa: BLE001 - code the tokenizer cannot read is compared with no one, nothing more
                     continue
-        linked: dict = {student: {student} for student in prints}
+        found, linked = [], {student: {student} for student in prints}
         for (a, first), (b, second) in itertools.combinations(prints.items(), 2):
             overlap, (share_a, share_b), slices = compare_files(first, second)
             shared = float(min(share_a, share_b))
             if overlap and shared > threshold:
-                pairs.append({"module": module, "first": name_of(a), "second": name_of(b), "similarity": shared,
-                              "prints": (first, second), "slices": slices})
+                found.append({"module": module, "first": name_of(a), "second": name_of(b), "similarity": shared,
+                              "keys": (a, b), "prints": (first, second), "slices": slices})
                 group = linked[a] | linked[b]
                 for member in group:
                     linked[member] = group
         for group in {id(g): g for g in linked.values() if len(g) > 1}.values():
             members = sorted(group, key=lambda m: (m is REFERENCE, m or ""))
-            groups.append({"module": module, "members": [name_of(m) for m in members]})
-    pairs.sort(key=lambda p: -p["similarity"])
-    for number, pair in enumerate(pairs):
-        (first, second), (slices_a, slices_b) = pair.pop("prints"), pair.pop("slices")
-        if number < SHOWN_SIDE_BY_SIDE:
+            groups.append({"module": module, "members": [name_of(m) for m in members],
+                           "with_reference": REFERENCE in group,
+                           "pairs": closest_pairs(group, [p for p in found if p["keys"][0] in group])})
+        pairs += found
+    groups.sort(key=lambda g: (g["with_reference"], -len(g["members"]), g["module"]))
+    shown = 0
+    for pair in (pair for group in groups for pair in group["pairs"]):
+        if shown < SHOWN_SIDE_BY_SIDE:
+            (first, second), (slices_a, slices_b) = pair["prints"], pair["slices"]
             pair["first_code"] = highlight_overlap(first.raw_code, slices_a, *HIGHLIGHT, escape_html=True)[0]
             pair["second_code"] = highlight_overlap(second.raw_code, slices_b, *HIGHLIGHT, escape_html=True)[0]
-    return {"pairs": pairs, "groups": sorted(groups, key=lambda g: (-len(g["members"]), g["module"]))}
+            shown += 1
+    for pair in pairs:
+        for internal in ("keys", "prints", "slices"):
+            del pair[internal]
+    return {"pairs": sorted(pairs, key=lambda p: -p["similarity"]), "groups": groups}
