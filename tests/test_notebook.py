@@ -1,8 +1,10 @@
 """Each lab's companion notebook runs headless in a real Jupyter kernel, release and solution versions."""
 
+import importlib
 import re
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -131,3 +133,26 @@ def test_a_broken_module_stops_only_its_section_and_a_mistake_shows_red_with_a_p
     wrong = [(plain, markup) for plain, markup in run.verdicts if plain.startswith("✗ ")]
     assert wrong and all("does not match" in plain and "#cf222e" in markup for plain, markup in wrong)
     assert set(run.pictured) & set(wrong), "a wrong matrix is drawn beside the expected one"
+
+
+def test_the_helpers_judge_odd_results_and_never_stop_the_notebook(monkeypatch, capsys):
+    """What a half-written function returns (a list, a float mask, a 3-D tensor) is judged wrong, said in
+    one line, and never raises: Run All reaches the end."""
+    import matplotlib
+    import torch
+    matplotlib.use("Agg")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "platforms" / "lab"))
+    helpers = importlib.import_module("notebook_helpers")
+    shown = []
+    monkeypatch.setattr(helpers, "display", shown.append)
+    mask = torch.ones(3, 3, dtype=torch.bool).triu(1)
+    assert helpers.compare("a list", lambda: [[0, 1]], mask) is None
+    helpers.compare("a float mask", lambda: mask.float() * 0.5, mask)
+    helpers.compare("the same mask as floats", lambda: mask.float().expand(2, 3, 3), mask.expand(2, 3, 3))
+    helpers.compare("scores as integers", lambda: torch.ones(3, 3, dtype=torch.int64), torch.ones(3, 3))
+    helpers.compare("right", lambda: mask.clone(), mask)
+    assert [verdict.matches for verdict in shown] == [False, False, False, False, True]
+    helpers.heatmaps(("a list", [1, 2]), ("three dims", torch.ones(2, 3, 3)), ("a matrix", torch.ones(3, 3)))
+    printed = capsys.readouterr().out
+    assert "yours is a list, not a tensor" in printed and "the same values, but torch.float32 instead of torch.bool" in printed
+    assert "a list: not drawn" in printed and "three dims: not drawn (shape (2, 3, 3)" in printed

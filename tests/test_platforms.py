@@ -94,7 +94,8 @@ def test_student_requirements_are_the_closure_of_what_students_use_pinned_as_the
     text = student.read_text()
     direct = {canonicalize_name(line.split("==")[0]) for line in text[:text.index("# What those need")].splitlines()
               if "==" in line and not line.startswith("#")}
-    assert set(pins(student)) == closure(direct), "regenerate platforms/student/requirements.txt from the closure"
+    listed, needed = set(pins(student)), closure(direct)
+    assert listed == needed, f"{student}: add {sorted(needed - listed)}, remove {sorted(listed - needed)}"
     kit = pins(KIT / "requirements.txt")
     assert all(kit[name] == pin for name, pin in pins(student).items())
     assert not {"nbgrader", "copydetect", "sqlalchemy", "pytest-xdist"} & set(pins(student))

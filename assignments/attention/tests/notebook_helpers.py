@@ -79,24 +79,33 @@ def compare(label, run, expected, *, reference="the expected values", atol=1e-5,
     mine = attempt(label, run)
     if mine is None:
         return None
+    if not isinstance(mine, torch.Tensor):
+        display(Verdict(label, False, reference))
+        print(f"yours is a {type(mine).__name__}, not a tensor")
+        return None
     mine = mine.detach()
     same_shape = tuple(mine.shape) == tuple(expected.shape)
     if not same_shape:
         matches = False
-    elif expected.is_floating_point():
-        matches = torch.allclose(mine.to(expected.dtype), expected, atol=atol, rtol=rtol, equal_nan=True)
-    else:
-        matches = torch.equal(mine.to(expected.dtype), expected)
+    elif expected.is_floating_point():  # any float precision will do; an integer or complex result will not
+        matches = mine.is_floating_point() and torch.allclose(mine.to(expected.dtype), expected, atol=atol,
+                                                              rtol=rtol, equal_nan=True)
+    else:  # a mask or indices: the same values of the same dtype (0.5 is not True)
+        matches = mine.dtype == expected.dtype and torch.equal(mine, expected)
     display(Verdict(label, matches, reference))
     if not matches:
-        print(f"yours {tuple(mine.shape)}:\n{mine}\n{reference} {tuple(expected.shape)}:\n{expected}")
-        if same_shape and mine.dim() >= 1:
+        print(f"yours {tuple(mine.shape)}, {mine.dtype}:\n{mine}\n{reference} {tuple(expected.shape)}, {expected.dtype}:"
+              f"\n{expected}")
+        if same_shape and mine.dim() >= 1 and not mine.is_complex():
             differs = ~torch.isclose(mine.to(torch.float64), expected.to(torch.float64), atol=atol, rtol=rtol,
                                      equal_nan=True)
-            index = first_differing_slice(differs)
-            where = f"[{', '.join(map(str, index))}]" if index else ""
-            heatmaps((f"yours{where}", as_matrix(mine, index)), (f"expected{where}", as_matrix(expected, index)),
-                     outline=as_matrix(differs, index), xlabel="column", ylabel="row")
+            if not differs.any():
+                print(f"the same values, but {mine.dtype} instead of {expected.dtype}")
+            else:
+                index = first_differing_slice(differs)
+                where = f"[{', '.join(map(str, index))}]" if index else ""
+                heatmaps((f"yours{where}", as_matrix(mine, index)), (f"expected{where}", as_matrix(expected, index)),
+                         outline=as_matrix(differs, index), xlabel="column", ylabel="row")
     return mine
 
 
@@ -114,6 +123,22 @@ def as_matrix(values, index=()):
     return values.reshape(1, -1) if values.dim() == 1 else values
 
 
+def as_picture(title, values):
+    """``values`` as a float matrix to draw (leading dims of size 1 dropped, a vector as one row), or None:
+    nothing to draw, or, with one line saying so, something that is not a vector or a matrix."""
+    if values is None:
+        return None
+    if not isinstance(values, torch.Tensor) or values.is_complex():
+        print(f"{title}: not drawn (a {type(values).__name__}, not a real tensor)")
+        return None
+    while values.dim() > 2 and values.shape[0] == 1:
+        values = values[0]
+    if values.dim() not in (1, 2) or values.numel() == 0:
+        print(f"{title}: not drawn (shape {tuple(values.shape)}, not a vector or a matrix)")
+        return None
+    return as_matrix(values.detach().to(torch.float64))
+
+
 def heatmaps(*panels, rows=None, columns=None, xlabel="key (attended to)", ylabel="query (attending)", outline=None,
              per_row=3):
     """Matrices side by side on one colour scale (``per_row`` to a line); panels that are None are skipped.
@@ -121,7 +146,7 @@ def heatmaps(*panels, rows=None, columns=None, xlabel="key (attended to)", ylabe
     ``rows`` and ``columns`` label the axes when their lengths fit; ``outline`` (a boolean matrix)
     frames the cells that differ. Booleans are drawn as 0 and 1, non-finite values as blank cells.
     """
-    panels = [(title, values.detach().to(torch.float64)) for title, values in panels if values is not None]
+    panels = [(title, drawable) for title, values in panels if (drawable := as_picture(title, values)) is not None]
     if not panels:
         return
     finite = torch.cat([values[values.isfinite()] for _, values in panels])
