@@ -24,9 +24,8 @@ def load(name):
     try:
         return importlib.import_module(name)
     except Exception as error:  # a syntax error or a failing import stops only the section that needs it
-        line = traceback.extract_tb(error.__traceback__)[-1].lineno if error.__traceback__ else "?"
-        if isinstance(error, SyntaxError):
-            line = error.lineno
+        # a SyntaxError's traceback ends in importlib, not in the student's file
+        line = error.lineno if isinstance(error, SyntaxError) else traceback.extract_tb(error.__traceback__)[-1].lineno
         print(f"{name}.py did not load ({type(error).__name__}: {error}, line {line}): this section is skipped")
     return None
 
@@ -104,7 +103,7 @@ def compare(label, run, expected, *, reference="the expected values", atol=1e-5,
             else:
                 index = first_differing_slice(differs)
                 where = f"[{', '.join(map(str, index))}]" if index else ""
-                heatmaps((f"yours{where}", as_matrix(mine, index)), (f"expected{where}", as_matrix(expected, index)),
+                heatmaps((f"yours{where}", mine[index]), (f"expected{where}", expected[index]),
                          outline=as_matrix(differs, index), xlabel="column", ylabel="row")
     return mine
 
