@@ -193,7 +193,9 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
                             "--jobs", "1"], cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     deadline = time.monotonic() + 300
-    while not list(out.glob(f"{LAB.name}/students/*/results.json")) and time.monotonic() < deadline:
+    # A student is finished when its fingerprint is written (last, after every report): wait for that,
+    # not for results.json, or the kill can land between the two and no student counts as finished.
+    while not list(out.glob(f"{LAB.name}/students/*/.fingerprint")) and time.monotonic() < deadline:
         time.sleep(0.2)
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
