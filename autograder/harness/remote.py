@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import itertools
+import math
 import os
 import select
 import shutil
@@ -370,21 +371,26 @@ class RemoteCode:
 
     ``confined`` runs the submission in workers forked by the zygote into a sandbox each
     (:mod:`autograder.harness.sandbox`); otherwise a plain worker runs it (the reference solution).
-    ``timeout`` caps the seconds one call may take and ``budget`` those all calls into one
-    module together may take. ``memoize`` keeps the answers of
+    ``timeout`` caps the seconds one call may take, ``budget`` those all calls into one
+    module together may take and ``total_budget`` those all calls into the submission may take
+    (the judge's clock, charged to the module the judge named: see :class:`Handle`). ``reaches`` are
+    the places the judge's scan of the source found reaching into internals (objects with ``file``,
+    ``line`` and ``what``): the rules the worker enforces (forbidden and counted library calls)
+    could be lifted from inside, so a request carrying one is refused. ``memoize`` keeps the answers of
     function calls (never of modules, which have state): for the reference solution, whose
     functions are pure and whose checks repeat the same derandomized calls for every submission.
     """
 
     def __init__(self, root, timeout: float = CALL_TIMEOUT, confined: bool = False, budget: float = MODULE_BUDGET,
-                 memoize: bool = False, seed: int | None = None, _shared=None):
+                 memoize: bool = False, seed: int | None = None, total_budget: float = math.inf, reaches: tuple = (),
+                 _shared=None):
         self.root = Path(root).resolve()
-        self.timeout, self.confined, self.budget = timeout, confined, budget
+        self.timeout, self.confined, self.budget, self.total_budget = timeout, confined, budget, total_budget
         self._seed = seed
         self._shared = _shared if _shared is not None else {
             "worker": None, "sandbox": None, "spent": collections.Counter(), "memo": {} if memoize else None,
             "recording": None, "fresh": False, "answered": collections.deque(), "check_bytes": 0,
-            "stopped": {}, "printed": 0, "forbid": ()}
+            "stopped": {}, "printed": 0, "forbid": (), "reaches": tuple(reaches)}
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> "RemoteModule":
@@ -405,12 +411,17 @@ class RemoteCode:
 
     def seeded(self, seed: int) -> "RemoteCode":
         """The same submission, with every call made right after ``torch.manual_seed(seed)``."""
-        return RemoteCode(self.root, self.timeout, self.confined, self.budget, seed=seed, _shared=self._shared)
+        return RemoteCode(self.root, self.timeout, self.confined, self.budget, seed=seed, total_budget=self.total_budget,
+                          _shared=self._shared)
 
     def build_in_order(self, seed: int, *specs) -> list["Handle"]:
         """Construct ``(target, *args)`` specs one after another after a single ``manual_seed``."""
         wire = [[spec[0], list(spec[1:]), {}] for spec in specs]
-        return self.request({"op": "build", "specs": wire, "seed": seed})
+        built = self.request({"op": "build", "specs": wire, "seed": seed}, wrap=False)
+        if not isinstance(built, list) or len(built) != len(specs):
+            raise StudentError("bad_value", f"{specs[0][0]}: built {len(specs)} modules but answered otherwise",
+                               where=str(specs[0][0]))
+        return [self._wrap(ref, str(spec[0])) for ref, spec in zip(built, specs)]
 
     def source(self, module: str, record: bool = True) -> str | None:
         """The text of ``<module>.py`` (read here, never run here), or None when missing."""
@@ -444,13 +455,15 @@ class RemoteCode:
         if self._shared["forbid"]:
             request.setdefault("forbid", list(self._shared["forbid"]))
         where = str(request.get("target") or (request.get("specs") or [[request["op"]]])[0][0])
+        if self._shared["reaches"] and (request.get("forbid") or request.get("count")):
+            raise self._rules_void(where)
         memo = self._shared["memo"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
             key = hashlib.sha256(encode(request)).digest()
             if key not in memo:
                 answer = self._answer(self.ask(self._frame(request), where), where)
                 if contains_handle(answer):
-                    return self._wrap(answer) if wrap else answer
+                    return self._wrap(answer, where) if wrap else answer
                 memo[key] = answer
             return copy.deepcopy(memo[key])
         frame = self._frame(request)
@@ -465,7 +478,17 @@ class RemoteCode:
             raise
         if recording is not None:
             recording.calls.append(Call(frame, where, Outcome(answer)))
-        return self._wrap(value) if wrap else value
+        return self._wrap(value, where) if wrap else value
+
+    def _rules_void(self, where: str) -> StudentError:
+        """A call whose rules (a forbidden or counted library function) the submission's code could lift."""
+        first = self._shared["reaches"][0]
+        more = len(self._shared["reaches"]) - 1
+        return StudentError("forbidden", f"{where} was not run: your code {first.what} ({first.file} line {first.line}"
+                                         f"{f', and {more} more place' + ('s' if more > 1 else '') if more else ''}), "
+                                         "reaching into the interpreter's, PyTorch's or the grader's internals. That is "
+                                         "not allowed: the checks that forbid a library function or count calls give "
+                                         "such code no points", where=where, file=first.file, line=first.line)
 
     def _frame(self, request: dict) -> bytes:
         """The request encoded; the first one of a check that reaches the worker is marked fresh."""
@@ -517,10 +540,13 @@ class RemoteCode:
         stopped = self._shared["stopped"]
         if where in stopped or f"{module}.py" in stopped:
             raise stopped.get(where) or stopped[f"{module}.py"]
-        left = self.budget - self._shared["spent"][module]
+        spent = self._shared["spent"]
+        budgets = ((self.budget - spent[module], f"the calls into {module}.py used up their {self.budget:g} s budget"),
+                   (self.total_budget - spent.total(),
+                    f"the calls into your submission used up their {self.total_budget:g} s in total"))
+        left, used_up = min(budgets)
         if left <= 0:
-            raise StudentError("timeout", f"{where} not run: the calls into {module}.py used up their "
-                                          f"{self.budget:g} s budget", where=where)
+            raise StudentError("timeout", f"{where} not run: {used_up}", where=where)
         started = time.monotonic()
         try:
             worker = self._shared["worker"] or self._start()
@@ -534,7 +560,7 @@ class RemoteCode:
         except TimeoutError:
             self.close()
             why = (f"did not finish in {self.timeout:g} s (and did not stop when asked)" if left > self.timeout
-                   else f"was stopped: the calls into {module}.py used up their {self.budget:g} s budget")
+                   else f"was stopped: {used_up}")
             stopped[where] = StudentError("timeout", f"{where} {why}", where=where)
             raise stopped[where] from None
         except (EOFError, OSError, CodecError) as exc:
@@ -589,13 +615,16 @@ class RemoteCode:
                 self._shared["stopped"][key] = error
         return error
 
-    def _wrap(self, value):
+    def _wrap(self, value, origin: str):
+        """Modules in an answer as :class:`Handle` objects named by ``origin``, what the judge called
+        to get them: their calls are charged, and named in messages, by that, never by the type name
+        the worker reports (student code can claim any ``__module__``)."""
         if isinstance(value, HandleRef):
-            return Handle(self, value)
+            return Handle(self, value, origin)
         if isinstance(value, list):
-            return [self._wrap(v) for v in value]
+            return [self._wrap(v, origin) for v in value]
         if isinstance(value, tuple):
-            return tuple(self._wrap(v) for v in value)
+            return tuple(self._wrap(v, origin) for v in value)
         return value
 
     @property
@@ -634,6 +663,9 @@ def error_from(error, where: str) -> StudentError:
              ("file", ""), ("phase", ""))}
     line = error.get("line")
     loading = error.get("loading")
+    if said["kind"] == "memory":  # the ceiling is the judge's to name
+        said["message"] = (f"{where} ran out of memory: a process running your code may use "
+                           f"{sandbox.Limits().memory_bytes / 2**30:g} GiB ({said['message']})")
     return StudentError(said["kind"], said["message"], said["type"], said["where"], said["trace"], file=said["file"],
                         line=line if isinstance(line, int) else 0, phase=said["phase"],
                         loading=tuple(printable(str(f))[:200] for f in loading[:10]) if isinstance(loading, list) else ())
@@ -725,15 +757,27 @@ class RemoteFunction:
 
 
 class Handle:
-    """An ``nn.Module`` the submission built; it lives in the worker."""
+    """An ``nn.Module`` the submission built; it lives in the worker.
 
-    def __init__(self, student: RemoteCode, ref: HandleRef):
-        self._student, self._ref = student, ref
+    ``origin`` is what the judge called to get it ("module.Layer"; "module.Layer.child" for a
+    submodule): its calls are charged to that module's budget and named by it. ``type_name`` is
+    the class the worker says it is: a claim, for checks of form only."""
+
+    def __init__(self, student: RemoteCode, ref: HandleRef, origin: str):
+        self._student, self._ref, self.origin = student, ref, origin
         self.type_name = ref.type_name
 
     def _method(self, name: str, *args, **kwargs):
         return self._student.request({"op": "method", "handle": self._ref.id, "name": name,
-                                      "args": list(args), "kwargs": kwargs, "target": f"{self.type_name}.{name}"})
+                                      "args": list(args), "kwargs": kwargs, "target": f"{self.origin}.{name}"})
+
+    def submodule(self, name: str) -> "Handle":
+        """The submodule ``name`` ("self_attn", "heads.0") of this module, as a handle of its own."""
+        ref = self._student.request({"op": "method", "handle": self._ref.id, "name": "submodule", "args": [name],
+                                     "kwargs": {}, "target": f"{self.origin}.submodule"}, wrap=False)
+        if not isinstance(ref, HandleRef):
+            raise StudentError("bad_value", f"{self.origin}.{name} is not a module", where=f"{self.origin}.{name}")
+        return Handle(self._student, ref, f"{self.origin}.{name}")
 
     def __call__(self, *args, **kwargs):
         return self._method("forward", *args, **kwargs)
@@ -758,4 +802,4 @@ class Handle:
         """Forward, backpropagate ``upstream`` and return
         ``{"output", "inputs", "parameters": {name: grad}}``."""
         return self._student.request({"op": "grad", "handle": self._ref.id, "args": list(args), "kwargs": kwargs,
-                                      "upstream": upstream, "target": f"{self.type_name}.forward"})
+                                      "upstream": upstream, "target": f"{self.origin}.forward"})

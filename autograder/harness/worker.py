@@ -14,7 +14,8 @@ Requests (all optional fields may be omitted):
   {"op": "build", "specs": [[target, args, kwargs], ...], "seed": int}
       construct several objects one after the other from one seed (the documents do this);
   {"op": "method", "handle": id, "name": str, "args": [...], "kwargs": {...}, "seed": ...}
-      ``forward``, ``train``, ``state_dict``, ``load_state_dict`` or ``structure`` of a handle;
+      ``forward``, ``train``, ``state_dict``, ``load_state_dict`` or ``structure`` of a handle,
+      or ``submodule`` (args: [dotted name]): that submodule, as a handle;
   {"op": "grad", "target" | "handle": ..., "args": [...], "kwargs": {...}, "upstream": tensor}
       run the call, backpropagate ``upstream`` and return the gradients of the tensor
       arguments (and of the module's parameters).
@@ -55,7 +56,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from autograder.harness.codec import MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
 
 DEFAULT_SEED = 0
-METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure")
+METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure", "submodule")
 
 
 class RequestError(Exception):
@@ -255,6 +256,11 @@ class Worker:
         if name == "load_state_dict":
             module.load_state_dict(*args, **kwargs)
             return None
+        if name == "submodule":
+            try:
+                return module.get_submodule(str(args[0]) if args else "")
+            except AttributeError as exc:
+                raise RequestError("missing", f"no submodule {args[0]!r}: {exc}") from None
         return structure(module)
 
     def grad(self, request, args, kwargs):

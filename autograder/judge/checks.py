@@ -170,6 +170,18 @@ def load_weights(handle, state: dict, what: str) -> None:
     handle.load_state_dict(state)
 
 
+def expect_reused(sub, own, inputs: tuple, what: str) -> None:
+    """``sub``, a submodule of the student's layer (:meth:`Handle.submodule`), computes what ``own``
+    does: the lab's module it claims to be, built by the judge's own call, given ``sub``'s weights.
+    The judge's evidence that the layer reuses that module: a class name is only what the student's
+    process says it is. Both run in eval mode (no dropout)."""
+    own.load_state_dict(sub.state_dict())
+    sub.eval()
+    own.eval()
+    expect_close(sub(*inputs), own(*inputs), f"{what}: computes otherwise than the lab's own module with its weights "
+                                             "(the layer must reuse that module, not a copy of it)")
+
+
 def expect_student_error(call, error_type: str, what: str) -> StudentError:
     """``call()`` must make the student's code raise ``error_type`` (a name such as "ValueError")."""
     try:

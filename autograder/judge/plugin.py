@@ -113,6 +113,7 @@ REPLAYED = pytest.StashKey[bool]()
 REFERENCE_ROOT = pytest.StashKey[Path]()
 SANDBOX = pytest.StashKey[dict]()
 NOTES = pytest.StashKey[list]()
+SEALED = pytest.StashKey[bool]()  # the hidden checks have begun, in a worker of their own
 
 
 def load_points(checks_dir: Path) -> dict[str, dict[str, float]]:
@@ -149,6 +150,9 @@ def pytest_collection_modifyitems(session, config, items):
         item.user_properties += [("part", part), ("check", name), ("hidden", hidden),
                                  ("points", float(points.get(part, {}).get(name, 0)) / siblings),
                                  ("about", " ".join((item.function.__doc__ or "").split()))]
+    # Hidden checks last (each group in its own order): what they send can never reach a public
+    # check's message, the only place a student reads what the code was given.
+    items.sort(key=lambda item: item.get_closest_marker("hidden") is not None)
 
 
 @pytest.fixture(scope="session")
@@ -156,8 +160,11 @@ def student(request):
     """The submission under test, reached only through a worker process."""
     config = request.config
     root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
+    budget = config.getoption("budget")
+    # Every module its own budget, and the submission no more than all of them together, however
+    # many names its code claims (the judge charges what it called: remote.Handle).
     proxy = RemoteCode(root, timeout=config.getoption("call_timeout"), confined=confined(config),
-                    budget=config.getoption("budget"))
+                       budget=budget, total_budget=budget * len(config.stash[LAB].modules))
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
@@ -214,6 +221,11 @@ def pytest_runtest_call(item):
     student = item.funcargs.get("student")
     if not isinstance(student, RemoteCode):
         return (yield)
+    if item.get_closest_marker("hidden") is not None and not item.config.stash.get(SEALED, False):
+        # The first hidden check: a fresh worker, so nothing a public check's call left in the
+        # student's process (a module that records its inputs) outlives into the hidden ones.
+        student.close()
+        item.config.stash[SEALED] = True
     student.begin_check()
     try:
         result = yield
@@ -241,20 +253,51 @@ def replay_enabled(config) -> bool:
     return not config.getoption("no_replay")
 
 
+# Failures that ended or stopped the student's process: the first thing to fix when a check saw several.
+STOPPING_KINDS = ("memory", "crashed", "timeout")
+
+
+def verdict_of(excinfo) -> BaseException:
+    """What ended a check: the student's failure or the check's verdict, also when hypothesis
+    wrapped several in a group (a failing example that failed otherwise when run again, as a
+    memory kill can: ``FlakyFailure``), a stopping failure first; else the exception itself (a bug
+    of the kit's)."""
+    error = excinfo.value
+    while isinstance(error, BaseExceptionGroup):
+        leaves = [e for e in error.exceptions if isinstance(e, (CheckFailure, StudentError, BaseExceptionGroup))]
+        if not leaves:
+            break
+        error = min(leaves, key=lambda e: (not isinstance(e, BaseExceptionGroup),
+                                           not (isinstance(e, StudentError) and e.kind in STOPPING_KINDS),
+                                           not isinstance(e, StudentError)))
+    return error
+
+
+def grader_error_message(excinfo) -> str:
+    """A check that broke on the grader's side, told without the grader's traceback or paths."""
+    return (f"this check could not judge your code: it failed on the grader's side ({excinfo.typename}); "
+            "your instructor sees it in the class report")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if call.excinfo is not None and call.excinfo.errisinstance((CheckFailure, StudentError)):
-        error = call.excinfo.value
-        message = str(error)
-        if isinstance(error, StudentError) and error.trace:
-            message += "\n" + error.trace.rstrip()
+    verdict = verdict_of(call.excinfo) if call.excinfo is not None else None
+    if isinstance(verdict, (CheckFailure, StudentError)):
+        message = str(verdict)
+        if isinstance(verdict, StudentError) and verdict.trace:
+            message += "\n" + verdict.trace.rstrip()
         report.longrepr = printable(message)  # pytest prints it on the terminal as it is
+    elif verdict is not None and report.failed and item.config.getoption("tbstyle") != "long":
+        # The traceback is the grader's (its paths, its code): kept for the kit's own debugging
+        # (pytest --tb=long, which no student-facing entry point passes), never shown to a student.
+        report.longrepr = grader_error_message(call.excinfo)
     if call.when == "call" and item.stash.get(REPLAYED, False):
         report.user_properties = [*report.user_properties, ("replayed", True)]
     if call.when == "call" and report.failed:
         report.user_properties = [*report.user_properties, ("message", str(report.longrepr)),
-                                  ("failure", failure_of(call.excinfo, item.get_closest_marker("hidden") is not None))]
+                                  ("failure", failure_of(verdict, call.excinfo.typename,
+                                                         item.get_closest_marker("hidden") is not None))]
         mistakes = diagnose(item)
         if mistakes:
             report.longrepr = "\n".join([str(report.longrepr), *(
@@ -266,19 +309,19 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def failure_of(excinfo, hidden: bool) -> dict:
-    """What made a check fail, as data: the student's code failed (:class:`Failure`), its answer
-    was wrong (``wrong``, with the relation seen and, for a public check, the picture), or the
-    check itself broke (``check_error``: a bug of the kit's). A hidden check's values stay here."""
-    if excinfo.errisinstance(StudentError):
-        return excinfo.value.failure.data()
-    if excinfo.errisinstance(CheckFailure):
-        error = excinfo.value
-        return {"kind": "wrong", **({"relation": error.relation} if error.relation else {}),
-                **({"picture": error.picture} if error.picture and not hidden else {})}
-    if excinfo.errisinstance(AssertionError):
+def failure_of(verdict: BaseException, type_name: str, hidden: bool) -> dict:
+    """What made a check fail (its :func:`verdict_of`), as data: the student's code failed
+    (:class:`Failure`), its answer was wrong (``wrong``, with the relation seen and, for a public
+    check, the picture), or the check itself broke (``check_error``: a bug of the kit's, the
+    exception's type ``type_name``). A hidden check's values stay here."""
+    if isinstance(verdict, StudentError):
+        return verdict.failure.data()
+    if isinstance(verdict, CheckFailure):
+        return {"kind": "wrong", **({"relation": verdict.relation} if verdict.relation else {}),
+                **({"picture": verdict.picture} if verdict.picture and not hidden else {})}
+    if isinstance(verdict, AssertionError):
         return {"kind": "wrong"}
-    return {"kind": "check_error", "type": excinfo.typename}
+    return {"kind": "check_error", "type": type_name}
 
 
 def diagnose(item) -> list:

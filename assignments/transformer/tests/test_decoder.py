@@ -2,7 +2,7 @@
 
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import expect_close, expect_gradient, fail, load_weights, random_tensor
+from autograder.judge.checks import expect_close, expect_gradient, expect_reused, fail, load_weights, random_tensor
 from trusted import (D_FF, EMBEDDING_DIM, HEADS, SETUP, TOKENS, decoder, decoder_state, torch_decoder_output,
                      with_dropout)
 
@@ -20,12 +20,20 @@ def loaded(side, state=STATE, d_model=EMBEDDING_DIM, num_heads=HEADS, d_ff=D_FF,
 def test_decoder_structure(student):
     """Contract: self_attn, cross_attn (attention.MultiHeadAttention), ff (feedforward.FeedForward), norm1, norm2,
     norm3 (layernorm.LayerNorm) and dropout, created in that order."""
-    children = student.decoder.DecoderLayer(8, 2, 16, 0.1).structure()["children"]
+    layer = student.decoder.DecoderLayer(8, 2, 16, 0.1)
+    children = layer.structure()["children"]
     expected = [["self_attn", "attention.MultiHeadAttention"], ["cross_attn", "attention.MultiHeadAttention"],
                 ["ff", "feedforward.FeedForward"], ["norm1", "layernorm.LayerNorm"], ["norm2", "layernorm.LayerNorm"],
                 ["norm3", "layernorm.LayerNorm"], ["dropout", DROPOUT]]
     if children != expected:
         fail(f"DecoderLayer(8, 2, 16, 0.1): expected the submodules {expected} in this order, got {children}")
+    x = random_tensor(74, 2, 5, 8)
+    reused = [(attention, student.attention.MultiHeadAttention(8, 2, 0.1), (x, x, x))
+              for attention in ("self_attn", "cross_attn")]
+    reused.append(("ff", student.feedforward.FeedForward(8, 16, 0.1), (x,)))
+    reused += [(norm, student.layernorm.LayerNorm(8), (x,)) for norm in ("norm1", "norm2", "norm3")]
+    for child, own, inputs in reused:
+        expect_reused(layer.submodule(child), own, inputs, f"DecoderLayer(8, 2, 16, 0.1).{child}")
 
 
 def test_decoder_matches_torch_document_setup(student):

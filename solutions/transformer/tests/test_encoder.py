@@ -2,7 +2,7 @@
 
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import expect_close, expect_gradient, fail, load_weights, random_tensor
+from autograder.judge.checks import expect_close, expect_gradient, expect_reused, fail, load_weights, random_tensor
 from trusted import (D_FF, EMBEDDING_DIM, HEADS, SETUP, TOKENS, encoder, encoder_state, future_positions,
                      torch_encoder_output, with_dropout)
 
@@ -20,11 +20,18 @@ def loaded(side, state=STATE, d_model=EMBEDDING_DIM, num_heads=HEADS, d_ff=D_FF,
 def test_encoder_structure(student):
     """Contract: self_attn (attention.MultiHeadAttention), ff (feedforward.FeedForward), norm1, norm2
     (layernorm.LayerNorm) and dropout, created in that order: the layer reuses this lab's modules."""
-    children = student.encoder.EncoderLayer(8, 2, 16, 0.1).structure()["children"]
+    layer = student.encoder.EncoderLayer(8, 2, 16, 0.1)
+    children = layer.structure()["children"]
     expected = [["self_attn", "attention.MultiHeadAttention"], ["ff", "feedforward.FeedForward"],
                 ["norm1", "layernorm.LayerNorm"], ["norm2", "layernorm.LayerNorm"], ["dropout", DROPOUT]]
     if children != expected:
         fail(f"EncoderLayer(8, 2, 16, 0.1): expected the submodules {expected} in this order, got {children}")
+    x = random_tensor(63, 2, 5, 8)
+    for child, own, inputs in (("self_attn", student.attention.MultiHeadAttention(8, 2, 0.1), (x, x, x)),
+                               ("ff", student.feedforward.FeedForward(8, 16, 0.1), (x,)),
+                               ("norm1", student.layernorm.LayerNorm(8), (x,)),
+                               ("norm2", student.layernorm.LayerNorm(8), (x,))):
+        expect_reused(layer.submodule(child), own, inputs, f"EncoderLayer(8, 2, 16, 0.1).{child}")
 
 
 def test_encoder_matches_torch_document_setup(student):

@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_student_error, expect_tensor,
-                               expect_unmodified, fail, random_tensor)
+from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_reused, expect_student_error,
+                                     expect_tensor, expect_unmodified, fail, random_tensor)
 from document_tensors import MHA_SEED123, WRAPPER_SEED123, YOUR_JOURNEY
 from trusted import causal_weights, dropped_out
 
@@ -87,6 +87,9 @@ def test_wrapper_structure(student):
     if heads != ["masking.CausalAttention"] * 3:
         fail(f"{what}: expected its heads to be masking.CausalAttention modules (the exercise reuses it), "
              f"got {heads}")
+    for i in range(3):
+        expect_reused(wrapper.submodule(f"heads.{i}"), student.masking.CausalAttention(3, 2, 6, 0.0), (BATCH,),
+                      f"{what}.heads[{i}]")
 
 
 def test_mha_matches_document(student):

@@ -1,0 +1,213 @@
+"""Sealed judging (issue 21): what a submission's process says can neither lift a rule nor reach
+past its own submission. Each attack is graded by the real command line in one lane *before* an
+honest twin and a stub student (students are graded in name order: ``a_`` first), and each test
+fails on the kit before the defence it names.
+"""
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from autograder.harness.remote import RemoteCode, StudentError
+from autograder.lab import Lab
+from conftest import KIT, LAB
+
+TRANSFORMER = Lab.load(KIT / "source" / "transformer")
+
+
+def cohort(tmp_path: Path, lab: Lab, attackers: dict[str, dict[str, str]]) -> Path:
+    """``attackers`` (the reference with some modules replaced), an honest twin and a stub student."""
+    root = tmp_path / "cohort"
+    students = {**attackers, "b_honest": {}}
+    for student, replaced in students.items():
+        folder = root / student / lab.name
+        folder.mkdir(parents=True)
+        for module in lab.reference.glob("*.py"):
+            shutil.copy(module, folder / module.name)
+        for name, text in replaced.items():
+            (folder / f"{name}.py").write_text(textwrap.dedent(text), encoding="utf-8")
+    shutil.copytree(lab.release, root / "c_stubs" / lab.name, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    return root
+
+
+def run_grade(submissions: Path, out: Path, lab: Lab, *options: str) -> subprocess.CompletedProcess:
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(submissions),
+                          "--out", str(out), "--lab", lab.name, "--jobs", "1", "--force", *options],
+                         cwd=KIT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    table = rows(out, lab)
+    assert table["b_honest"]["total"] == "100" and table["c_stubs"]["total"] == "0", table
+    return run
+
+
+def rows(out: Path, lab: Lab) -> dict[str, dict]:
+    return {row["student"]: row for row in csv.DictReader(io.StringIO((out / lab.name / "grades.csv").read_text()))}
+
+
+def checks_of(out: Path, lab: Lab, student: str) -> dict[str, dict]:
+    summary = json.loads((out / lab.name / "students" / student / "summary.json").read_text())
+    return {check["name"]: check for check in summary["checks"]}
+
+
+# 3. The judge names what it charges: every instance of this class claims a module of its own, and
+# each of its calls hangs. Charged by the claimed names, each instance had a fresh budget (one
+# student took 735 s of grading); charged to what the judge called, heads.py has one budget.
+BUDGET_THIEF = """
+import itertools
+
+_names = itertools.count()
+
+
+class _Hanging(nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, *args, **kwargs):
+        while True:
+            pass
+
+
+def MultiHeadAttentionWrapper(*args, **kwargs):
+    return type("MultiHeadAttentionWrapper", (_Hanging,), {"__module__": f"made_up_{next(_names)}"})()
+
+
+def MultiHeadAttention(*args, **kwargs):
+    return type("MultiHeadAttention", (_Hanging,), {"__module__": f"made_up_{next(_names)}"})()
+"""
+
+
+def test_calls_are_charged_to_what_the_judge_called_not_to_claimed_names(tmp_path):
+    heads = (LAB.reference / "heads.py").read_text()
+    thief = heads[:heads.index("class MultiHeadAttentionWrapper")] + BUDGET_THIEF  # split/merge_heads kept
+    out = tmp_path / "out"
+    run_grade(cohort(tmp_path, LAB, {"a_thief": {"heads": thief}}), out, LAB,
+              "--call-timeout", "1", "--budget", "4")
+    failed = [c for c in checks_of(out, LAB, "a_thief").values() if c["part"] == "heads" and not c["passed"]]
+    assert failed
+    places = {c["failure"]["where"] for c in failed if c["failure"].get("where")}
+    assert places and all(place.startswith("heads.") for place in places), places  # never made_up_<n>
+    # Every call into heads.py together within its budget, plus the grader's own work.
+    assert json.loads((out / LAB.name / "students" / "a_thief" / "summary.json").read_text())["seconds"] < 4 + 60
+
+
+def test_a_submission_cannot_spend_more_than_its_total(tmp_path):
+    """The judge's clock bounds the whole submission, whatever the modules' budgets allow."""
+    for name in ("one", "two", "three"):
+        (tmp_path / f"{name}.py").write_text("def spin():\n    while True:\n        pass\n")
+    code = RemoteCode(tmp_path, timeout=1.0, budget=10.0, total_budget=2.5)
+    try:
+        errors = []
+        for call in (code.one.spin, code.two.spin, code.three.spin, code.three.spin):
+            try:
+                call()
+            except StudentError as error:
+                errors.append(error)
+    finally:
+        code.close()
+    assert [e.kind for e in errors] == ["timeout"] * 4
+    assert "did not finish in 1 s" in str(errors[0]), errors[0]
+    assert "not run: the calls into your submission used up their 2.5 s in total" in str(errors[-1]), errors
+
+
+# 3. Structure claims: private copies of the lab's layers that claim its class names, while the lab's
+# own modules are stubs. The type names the worker reports are a claim; the judge builds the lab's
+# own module with the submodule's weights and compares what the two compute.
+def spoofed_encoder() -> str:
+    copies = []
+    for module, classes in (("layernorm", ("LayerNorm",)), ("feedforward", ("FeedForward",)),
+                            ("attention", ("MultiHeadAttention",))):
+        text = (TRANSFORMER.reference / f"{module}.py").read_text()
+        copies.append(text)
+        copies += [f"{cls}.__module__ = {module!r}\n" for cls in classes]
+    encoder = (TRANSFORMER.reference / "encoder.py").read_text()
+    kept = [line for line in encoder.splitlines() if not line.startswith(("from attention", "from feedforward",
+                                                                         "from layernorm"))]
+    return "\n".join(copies) + "\n" + "\n".join(kept) + "\n"
+
+
+def test_a_layer_reuses_the_labs_modules_by_what_they_compute_not_by_their_claimed_names(tmp_path):
+    stubs = {module: (TRANSFORMER.release / f"{module}.py").read_text() for module in ("attention", "feedforward",
+                                                                                       "layernorm")}
+    out = tmp_path / "out"
+    run_grade(cohort(tmp_path, TRANSFORMER, {"a_spoofer": {"encoder": spoofed_encoder(), **stubs}}), out, TRANSFORMER)
+    checks = checks_of(out, TRANSFORMER, "a_spoofer")
+    assert checks["test_encoder_matches_torch_document_setup"]["passed"]  # its copies compute well
+    structure = checks["test_encoder_structure"]
+    assert not structure["passed"] and "not implemented yet" in structure["message"], structure
+
+
+# 4. Hidden inputs: dropout records every input it is given; a public check of heads, later in the
+# run, raises what was recorded. Its message must be the same with or without the hidden checks.
+RECORDER = """
+SEEN = []
+
+
+def dropout(x, p, keep_mask=None, generator=None, training=True):
+    SEEN.append((tuple(x.shape), float(p)))
+    return _dropout(x, p, keep_mask, generator, training)
+"""
+TELLER = """
+
+def split_heads(x, num_heads):
+    from dropout import SEEN
+    raise RuntimeError(f"seen so far: {SEEN}")
+"""
+
+
+def test_nothing_a_hidden_check_sends_reaches_a_public_checks_message(tmp_path):
+    dropout = (LAB.reference / "dropout.py").read_text().replace("def dropout(", "def _dropout(")
+    heads = (LAB.reference / "heads.py").read_text().replace("def split_heads(", "def _split_heads(")
+    recorder = {"dropout": dropout + RECORDER, "heads": heads + TELLER}
+    out = tmp_path / "out"
+    run_grade(cohort(tmp_path, LAB, {"a_recorder": recorder}), out, LAB)
+    graded = {name: c["message"] for name, c in checks_of(out, LAB, "a_recorder").items() if not c["hidden"]}
+    public = subprocess.run([sys.executable, "-m", "autograder", "check", "--submission",
+                             str(tmp_path / "cohort" / "a_recorder" / LAB.name), "--checks", str(LAB.release / "tests"),
+                             "--results-json", str(tmp_path / "public.json")], cwd=KIT, capture_output=True, text=True,
+                            timeout=900)
+    assert (tmp_path / "public.json").is_file(), public.stdout[-3000:]
+    alone = {c["check"]: c["message"] for c in json.loads((tmp_path / "public.json").read_text())["checks"]}
+    told = [name for name, message in graded.items() if "seen so far" in message]
+    assert told, graded
+    for name in told:
+        assert graded[name] == alone[name], (name, graded[name][:500], alone[name][:500])
+
+
+# 6. A worker killed for memory inside a property-based check: the failing example fails otherwise
+# when hypothesis runs it again (first an exception, then the memory ceiling), which hypothesis
+# reports as a FlakyFailure. That was "a check broke", with the judge's traceback and paths.
+FLAKY_HOG = """
+
+_calls = [0]
+
+
+def context_vectors(inputs, weights):
+    if inputs.dim() == 3:
+        _calls[0] += 1
+        if _calls[0] == 1:
+            raise ValueError("the first batched call fails")
+        hog = []
+        while True:
+            hog.append(bytearray(256 * 1024 * 1024))
+    return _context_vectors(inputs, weights)
+"""
+
+
+def test_a_memory_kill_in_a_property_check_says_so_without_grader_internals(tmp_path):
+    softmax = (LAB.reference / "softmax.py").read_text().replace("def context_vectors(", "def _context_vectors(")
+    out = tmp_path / "out"
+    run = run_grade(cohort(tmp_path, LAB, {"a_hog": {"softmax": softmax + FLAKY_HOG}}), out, LAB)
+    batched = checks_of(out, LAB, "a_hog")["test_context_vectors_batched"]
+    assert batched["failure"]["kind"] == "memory", batched
+    assert "GiB" in batched["message"], batched["message"]  # the ceiling named
+    assert rows(out, LAB)["a_hog"]["status"].startswith("out of memory"), rows(out, LAB)["a_hog"]
+    leaks = [str(KIT), sys.prefix, "Traceback", "site-packages"]
+    for path in (out / LAB.name / "students" / "a_hog").iterdir():
+        text = path.read_text(errors="replace")
+        assert not [leak for leak in leaks if leak in text], (path.name, [leak for leak in leaks if leak in text])
+    assert str(KIT) not in run.stdout + run.stderr
