@@ -5,7 +5,13 @@ A student controls every character of an exception message and of a folder name.
 could rewrite the instructor's terminal (ANSI/OSC escapes: erase a line, fake a progress
 bar, set the window title, write the clipboard), reorder what a reader sees (bidirectional
 overrides), run script in a browser (raw HTML in Markdown), or a formula in a spreadsheet (a
-CSV cell starting with ``=``). Each sink has its function here; HTML pages use ``html.escape``.
+CSV cell starting with ``=``). Each sink has its function here, all built on :func:`printable`;
+HTML pages pass every value through it too (Jinja's ``finalize``) before escaping ``<>&"'``.
+
+A file or folder name that is not UTF-8 reaches Python with each undecodable byte as a lone
+surrogate (U+DC80-U+DCFF, ``surrogateescape``); :func:`printable` shows such a byte as ``\\xff``,
+as ``os.fsencode(name).decode("utf-8", "backslashreplace")`` would, so every sink shows the name
+alike and none fails to encode it.
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ _KEEP = {"\n", "\t"}
 
 def _escape(char: str) -> str:
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte of a name that is not UTF-8 (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def printable(text: str) -> str:
     """``text`` with control and format characters (C0, C1, DEL, bidi overrides, zero-width
-    marks, line and paragraph separators; lone surrogates) spelled out as escapes: safe on a terminal and in a log."""
+    marks, line and paragraph separators; lone surrogates, a name's bytes that are not UTF-8 as
+    ``\\xff``) spelled out as escapes: safe on a terminal, in a log and in any UTF-8 file."""
     return "".join(_escape(c) if c not in _KEEP and unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
                    else c for c in text)
 

@@ -6,9 +6,12 @@ Layout in (nbgrader's): ``<submissions>/<student>/<lab>/``. Layout out, per lab:
 ``<out>/grades.csv`` (one row per student, one total per lab). Student folders live apart from
 the class's files, so no student name (``grades.csv``) can take their place.
 
-Each submission is first *staged*: its regular files are copied into a private folder
-named by its position in the cohort, never by the student's name (symlinks that leave the submission, oversized and unexpected files are left out and said
-so), then graded by one of ``jobs`` lanes (:mod:`autograder.batch.lane`). A student's reports are
+Each submission is first *staged*: its regular files are copied into a private folder named by
+its position in the cohort, never by the student's name (links that loop or leave the submission,
+entries that are not regular files, oversized, unreadable or unexpected files are left out and
+said so, in at most ``MAX_NOTES`` notes), then graded by one of ``jobs`` lanes
+(:mod:`autograder.batch.lane`). Nothing a student's folder holds stops the batch: a folder that
+cannot be staged fails that student alone (the ``status`` says why). A student's reports are
 written, atomically, as soon as that student is graded, together with a fingerprint of the
 submission and of the checks; a later run skips every student whose fingerprint still
 matches (unless ``force``), so an interrupted run resumes where it stopped.
@@ -16,10 +19,13 @@ matches (unless ``force``), so an interrupted run resumes where it stopped.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import queue
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -40,6 +46,9 @@ from autograder.reports.similarity import similarity
 from autograder.text import one_line
 
 MAX_FILE_BYTES = 1024 * 1024
+# What staging says is per file: a submission of 100,000 stray files must not make a 5 MB notes
+# cell (Python's csv module refuses cells over 128 KiB) or feedback page.
+MAX_NOTES, MAX_NOTE_CHARS = 20, 300
 FINGERPRINT = ".fingerprint"
 STUDENTS = "students"  # <out>/students/<student>/: one folder per student, apart from the class's files
 
@@ -78,37 +87,82 @@ def part_of_lab(lab: Lab, path: Path) -> bool:
 
 
 
-def stage(lab: Lab, submission: Submission, into: Path) -> Path:
-    """Copy what may be graded into ``into/<lab>/``; say what was left out and why."""
-    target = into / lab.name
+def stage(lab: Lab, submission: Submission, target: Path) -> None:
+    """Copy what may be graded into ``target``, a new folder; say what was left out and why: in
+    ``submission.notes``, one printable line per file, at most ``MAX_NOTES`` of ``MAX_NOTE_CHARS``
+    (the lab's modules first), then how many more. Raises only when the folder itself cannot be
+    listed; an entry that cannot be staged is left out with a note."""
     target.mkdir(parents=True)
     source = submission.folder
     if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
         submission.problems.append(f"{lab.name}/ is a link, not a folder of the submission: not graded")
-        return target
+        return
     if not source.is_dir():
         submission.problems.append(f"no {lab.name}/ folder in the submission")
-        return target
+        return
     real_root = source.resolve()
+    said = []  # (not one of the lab's modules, note)
     for path in sorted(source.iterdir()):
-        name = path.name
-        if path.is_symlink() and not path.resolve().is_relative_to(real_root):
-            submission.notes.append(f"{name}: a link to a file outside the submission, left out")
-            continue
-        if not path.is_file():
-            continue
+        why = stage_entry(lab, path, real_root, target)
+        if why:
+            said.append((path.name not in lab.modules, one_line(f"{path.name}: {why}")))
+    notes = [note for _, note in sorted(said, key=lambda item: item[0])]
+    submission.notes += [note if len(note) <= MAX_NOTE_CHARS else note[:MAX_NOTE_CHARS - 1] + "…"
+                         for note in notes[:MAX_NOTES]]
+    if len(notes) > MAX_NOTES:
+        submission.notes.append(f"and {len(notes) - MAX_NOTES} more files noted, not listed")
+
+
+# Why a link cannot be followed, by errno (stat's), in words a student understands.
+LINK_ERRORS = {errno.ELOOP: "a link that loops (following it never reaches a file)",
+               errno.ENOENT: "a link to nothing (its target does not exist)"}
+
+
+def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | None:
+    """Copy ``path``, an entry of a submission folder, into ``target`` if it may be graded; return
+    what to say about it (why it was left out, or what is odd about what was copied), or None."""
+    try:
+        status = path.lstat()
+        if stat.S_ISLNK(status.st_mode):
+            try:
+                status = path.stat()
+            except OSError as exc:
+                return LINK_ERRORS.get(exc.errno, f"a link that cannot be followed ({reason(exc)})") + ", left out"
+            if not Path(os.path.realpath(path)).is_relative_to(real_root):
+                return "a link to a file outside the submission, left out"
+        if stat.S_ISDIR(status.st_mode):  # __pycache__/, tests/: skipped unless named as a module
+            return "a folder, not a file, left out" if part_of_lab(lab, path) else None
         if not part_of_lab(lab, path):
-            submission.notes.append(f"{name}: not part of the assignment, not graded")
-            continue
-        if path.stat().st_size > MAX_FILE_BYTES:
-            submission.notes.append(f"{name}: larger than {MAX_FILE_BYTES // 1024} KB, left out")
-            continue
-        data = path.read_bytes()
-        problem = unreadable(name, data)
-        if problem:
-            submission.notes.append(problem)
-        (target / name).write_bytes(data)
-    return target
+            return "not part of the assignment, not graded"
+        if not stat.S_ISREG(status.st_mode):
+            return "not a regular file (a FIFO, a socket or a device), left out"
+        if status.st_size > MAX_FILE_BYTES:
+            return f"larger than {MAX_FILE_BYTES // 1024} KB, left out"
+        data = read_regular(path)
+    except OSError as exc:
+        return f"could not be read ({reason(exc)}), left out"
+    if data is None:
+        return "changed while it was read, left out"
+    (target / path.name).write_bytes(data)
+    return unreadable(path.name, data)
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path``, or None if it is no longer a regular file of at most
+    ``MAX_FILE_BYTES`` (it may have changed since it was listed). Never blocks: a FIFO put in its
+    place opens at once and is refused unread."""
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return None
+        data = file.read(MAX_FILE_BYTES + 1)
+    return data if len(data) <= MAX_FILE_BYTES else None
+
+
+def reason(exc: Exception) -> str:
+    """What went wrong, without the path (the grader's, not the student's): "permission denied"."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return type(exc).__name__
 
 
 def unreadable(name: str, data: bytes) -> str | None:
@@ -116,12 +170,12 @@ def unreadable(name: str, data: bytes) -> str | None:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
     if name.endswith(".ipynb"):
         try:
             json.loads(text)
         except ValueError as exc:
-            return f"{name}: not a valid notebook (invalid JSON: {exc})"
+            return f"not a valid notebook (invalid JSON: {exc})"
     return None
 
 
@@ -138,7 +192,7 @@ def kit_fingerprint(lab: Lab) -> str:
 def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
     digest = hashlib.sha256(kit.encode())
     for path in sorted(staged.iterdir()):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        digest.update(os.fsencode(path.name) + b"\0" + path.read_bytes())
     digest.update(json.dumps(notes).encode())
     return digest.hexdigest()
 
@@ -218,7 +272,12 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
     todo, skipped = [], 0
     staged_folders: dict[str, Path] = {}  # every submission's staged copy, for the similarity of the cohort
     for number, submission in enumerate(cohort):
-        staged = staged_folders[submission.student] = stage(lab, submission, staging / str(number))
+        staged = staged_folders[submission.student] = staging / str(number) / lab.name
+        try:
+            stage(lab, submission, staged)
+        except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
+            staged.mkdir(parents=True, exist_ok=True)
+            submission.problems.append(f"error: {lab.name}/ could not be read ({reason(exc)}): not graded")
         stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
         folder = student_folder(out, submission.student)
         done = folder / FINGERPRINT
@@ -283,7 +342,9 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
         if record is None:
             ungraded.setdefault(submission.student, "no report")
     records = [r for r in records if r is not None]
-    links = {r["student"]: quote(str(student_folder(Path(), r["student"]) / "feedback.html")) for r in records}
+    # A name that is not UTF-8 links to its folder's very bytes.
+    links = {r["student"]: quote(str(student_folder(Path(), r["student"]) / "feedback.html"), errors="surrogateescape")
+             for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
     write_atomically(out / "report.html", class_report(lab, records, links, similar))
     return {"lab": lab.name, "graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),

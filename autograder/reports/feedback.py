@@ -25,8 +25,12 @@ from autograder.reports.heatmap import heatmap_svg
 from autograder.reports.records import hidden_line, points
 from autograder.text import markdown_block, markdown_span, one_line, printable
 
+# Every value a page shows is made printable, then escaped: autoescape alone leaves control and
+# bidi characters (a file name's ESC or U+202E) raw in the page. Markup is HTML the kit built.
 TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("autograder.reports"), autoescape=True,
-                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                               finalize=lambda value: printable(value) if isinstance(value, str)
+                               and not isinstance(value, Markup) else value)
 # Markdown of the lab's own texts (hints, titles): raw HTML in it is shown as text, never run.
 TEMPLATES.filters["markdown"] = lambda text: Markup(mistune.create_markdown(escape=True)(text))
 TEMPLATES.filters["heatmap"] = lambda picture: Markup(heatmap_svg(picture))

@@ -1,0 +1,211 @@
+"""One submission never stops the batch, and student text is inert in every output (issue 21).
+
+Staging a folder that holds links that loop, FIFOs, sockets, folders named like modules, names
+that are not UTF-8 or that carry terminal escapes, or thousands of stray files: each attacker is
+graded by the real command line in one lane, before an honest twin (the reference, 100) and a
+stub student (the release, 0). Every report is written, the attacker's notes say what was left
+out in plain words (capped), and no output holds a raw control, bidi or unencodable character.
+"""
+
+import csv
+import io
+import json
+import os
+import shutil
+import stat
+import unicodedata
+from pathlib import Path
+
+from autograder.batch.grade import MAX_NOTE_CHARS, MAX_NOTES, Submission, grade, stage
+from autograder.reports.class_report import class_report
+from autograder.reports.feedback import feedback_html, feedback_markdown, gradescope
+from autograder.reports.records import grades_csv, student_record
+from conftest import LAB, RELEASE, SOLUTIONS
+from test_boundary import run_grade
+
+HONEST, STUB = "b_honest", "c_stub"
+RAW = ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")  # what printable() spells out; no output may hold one raw
+
+
+def hand_in(cohort: Path, student: str | bytes, modules: Path = SOLUTIONS) -> Path:
+    """``cohort/<student>/attention/`` holding the modules of ``modules``; ``student`` may be bytes
+    (a folder name that is not UTF-8)."""
+    folder = Path(os.fsdecode(cohort)) / os.fsdecode(student) / LAB.name
+    folder.mkdir(parents=True)
+    for module in modules.glob("*.py"):
+        shutil.copy(module, folder / module.name)
+    return folder
+
+
+def with_twins(cohort: Path) -> Path:
+    hand_in(cohort, HONEST)
+    hand_in(cohort, STUB, RELEASE)
+    return cohort
+
+
+def raw_characters(text: str) -> list[str]:
+    return sorted({c for c in text if c not in "\n\t" and unicodedata.category(c) in RAW})
+
+
+def assert_inert(where: str, data: bytes) -> None:
+    """``data`` is UTF-8 (no byte of a name that is not) and shows nothing raw; in JSON, the
+    strings it holds neither (a reader decodes \\u001b back to ESC)."""
+    text = data.decode("utf-8")
+    strings = [text]
+    if where.endswith(".json"):
+        def walk(value):
+            if isinstance(value, str):
+                strings.append(value)
+            for item in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+                walk(item)
+        walk(json.loads(text))
+    assert not [raw_characters(s) for s in strings if raw_characters(s)], where
+
+
+def reports(out: Path) -> dict[str, bytes]:
+    """Every report of the run, by path, after checking it exists: the course's grades.csv, the
+    lab's grades.csv and report.html, each student's results.json, feedback.md and feedback.html."""
+    lab = out / LAB.name
+    files = [out / "grades.csv", lab / "grades.csv", lab / "report.html"]
+    students = sorted((lab / "students").iterdir())
+    files += [folder / name for folder in students for name in ("results.json", "feedback.md", "feedback.html")]
+    missing = [str(path) for path in files if not path.is_file()]
+    assert not missing, missing
+    return {os.fsencode(path.relative_to(out)).decode("utf-8", "backslashreplace"): path.read_bytes() for path in files}
+
+
+def table(data: bytes) -> dict[str, dict]:
+    """A grades.csv as Python's csv module reads it (cells over its 128 KiB default are refused)."""
+    return {row["student"]: row for row in csv.DictReader(io.StringIO(data.decode("utf-8")))}
+
+
+def graded_run(cohort: Path, out: Path) -> tuple[dict[str, bytes], dict[str, dict]]:
+    """Grade ``cohort`` (one lane, the command line); check the run and every output; return the
+    reports and the lab's table."""
+    run = run_grade(cohort, out)
+    assert run.returncode == 0, run.stderr[-3000:]
+    files = reports(out)
+    for where, data in [*files.items(), ("stderr", run.stderr.encode()), ("stdout", run.stdout.encode())]:
+        assert_inert(where, data)
+    rows = table(files[f"{LAB.name}/grades.csv"])
+    assert rows[HONEST]["total"] == "100" and rows[HONEST]["status"] == "graded", rows[HONEST]
+    assert rows[STUB]["total"] == "0", rows[STUB]
+    assert set(table(files["grades.csv"])) == set(rows)
+    return files, rows
+
+
+def test_links_that_loop_odd_files_and_names_that_are_not_utf8_fail_their_student_alone(tmp_path):
+    cohort = with_twins(tmp_path / "cohort")
+    links = hand_in(cohort, "a_links")
+    (links / "loop.py").symlink_to("loop.py")
+    (links / "ping.py").symlink_to("pong.py")  # a link to links that loop
+    (links / "pong.py").symlink_to("pang.py")
+    (links / "pang.py").symlink_to("pong.py")
+    (links / "gone.py").symlink_to("nowhere.py")
+    odd = hand_in(cohort, "a_odd")
+    (odd / "softmax.py").unlink()
+    os.mkfifo(odd / "softmax.py")  # reading it would block the batch forever
+    (odd / "masking.py").unlink()
+    (odd / "masking.py").mkdir()
+    os.mknod(odd / "socket.py", stat.S_IFSOCK | 0o600)
+    (Path(os.fsdecode(odd)) / os.fsdecode(b"lab\xff.ipynb")).write_text("{}")  # staged, and its name fingerprinted
+    hand_in(cohort, b"a_name_\xff")
+
+    files, rows = graded_run(cohort, tmp_path / "out")
+    assert rows["a_links"]["total"] == "100" and rows["a_links"]["status"] == "graded", rows["a_links"]
+    for name in ("loop.py", "ping.py", "pong.py", "pang.py"):
+        assert f"{name}: a link that loops" in rows["a_links"]["notes"], rows["a_links"]["notes"]
+    assert "gone.py: a link to nothing" in rows["a_links"]["notes"]
+    said = rows["a_odd"]
+    assert said["softmax"] == said["masking"] == "0" and (said["scores"], said["projections"], said["dropout"]) == (
+        "10", "20", "10"), said  # graded on the rest
+    assert said["status"] == "missing: masking.py, softmax.py", said
+    for note in ("masking.py: a folder, not a file", "softmax.py: not a regular file",
+                 "socket.py: not part of the assignment"):
+        assert note in said["notes"], said["notes"]
+    assert rows["a_name_\\xff"]["total"] == "100", rows  # the name shown escaped, graded as anyone
+    assert "a_name_\\xff" in files[f"{LAB.name}/report.html"].decode()
+
+
+ESCAPING_NAMES = ["\x1b]0;pwned\x07.py", "\x1b[2J.txt", "evil\u202etxt.py", "<img src=x onerror=alert(1)>.py"]
+
+
+def test_file_names_are_shown_inert_and_notes_are_capped(tmp_path):
+    cohort = with_twins(tmp_path / "cohort")
+    escapes = hand_in(cohort, "a_escapes")
+    for name in ESCAPING_NAMES:
+        (escapes / name).write_text("")
+    (Path(os.fsdecode(escapes)) / os.fsdecode(b"\xfe\x1b[31m.py")).write_text("")
+    many = hand_in(cohort, "a_many")
+    for number in range(3000):  # uncapped: a 0.6 MB notes cell, which Python's csv module refuses
+        (many / f"{'x' * 180}{number}.txt").write_text("")
+
+    files, rows = graded_run(cohort, tmp_path / "out")
+    notes = rows["a_escapes"]["notes"]
+    for shown in ("\\x1b]0;pwned\\x07.py", "\\x1b[2J.txt", "evil\\u202etxt.py", "\\xfe\\x1b[31m.py"):
+        assert f"{shown}: not part of the assignment" in notes, notes
+    page = files[f"{LAB.name}/students/a_escapes/feedback.html"].decode()
+    assert "\\xfe\\x1b[31m.py" in page and "<img src=x" not in page
+    assert rows["a_escapes"]["total"] == rows["a_many"]["total"] == "100"
+    notes = rows["a_many"]["notes"].split("; ")
+    assert len(notes) == MAX_NOTES + 1 and notes[-1] == f"and {3000 - MAX_NOTES} more files noted, not listed", notes[-1]
+    assert all(len(note) <= MAX_NOTE_CHARS for note in notes)
+    assert len(files[f"{LAB.name}/students/a_many/feedback.html"]) < 100_000
+
+
+def test_staging_notes_each_entry_it_leaves_out_and_caps_the_notes(tmp_path, monkeypatch):
+    """Without grading: every kind of odd entry, an entry gone between listing and reading, and
+    more notes than the cap, the lab's modules first."""
+    folder = hand_in(tmp_path / "cohort", "a_odd")
+    (folder / "softmax.py").unlink()
+    (folder / "softmax.py").symlink_to("softmax.py")
+    for number in range(2 * MAX_NOTES):
+        (folder / f"{chr(number + 1) * 200}.txt").write_text("")  # names of control characters, escaped 4 times longer
+    listed = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda path: [*listed(path), path / "heads.py"] if path == folder else listed(path))
+    (folder / "heads.py").unlink()  # listed, but no longer there when read
+
+    submission = Submission("a_odd", folder)
+    stage(LAB, submission, tmp_path / "staged")
+    assert submission.problems == []
+    notes = submission.notes
+    assert notes[:2] == ["heads.py: could not be read (no such file or directory), left out",
+                         "softmax.py: a link that loops (following it never reaches a file), left out"], notes[:3]
+    assert len(notes) == MAX_NOTES + 1 and notes[-1] == f"and {2 + 2 * MAX_NOTES - MAX_NOTES} more files noted, not listed"
+    assert all(len(note) <= MAX_NOTE_CHARS and not raw_characters(note) for note in notes), notes
+    assert sorted(path.name for path in (tmp_path / "staged").iterdir()) == sorted(
+        f"{module}.py" for module in ("dropout", "masking", "projections", "scores"))
+
+
+def test_every_page_shows_a_students_text_escaped(tmp_path):
+    """The renderers alone, on a record whose name and notes hold escapes, a bidi override and a
+    name that is not UTF-8: HTML too shows them as escapes, and every output encodes."""
+    name = os.fsdecode(b"a_\xff\x1b[2J") + "\u202e"
+    record = student_record(LAB, name, None, [], [f"{name}\x1b]0;pwned\x07.py: not graded"], None, 0.0)
+    outputs = {"feedback.html": feedback_html(LAB, record), "feedback.md": feedback_markdown(LAB, record),
+               "results.json": json.dumps(gradescope(LAB, record)), "grades.csv": grades_csv(LAB, [record]),
+               "report.html": class_report(LAB, [record], {name: "students/a/feedback.html"})}
+    for where, text in outputs.items():
+        assert_inert(where, text.encode("utf-8"))
+    assert "a_\\xff\\x1b[2J\\u202e" in outputs["feedback.html"] and "a_\\xff" in outputs["report.html"]
+    assert "\\x1b]0;pwned\\x07.py" in outputs["feedback.html"]
+
+
+def test_a_folder_that_cannot_be_listed_fails_its_student_alone(tmp_path, monkeypatch):
+    """Nothing is graded (no lane starts): the student's status says why, every report is written."""
+    locked = hand_in(tmp_path / "cohort", "a_locked")
+    listed = Path.iterdir
+
+    def iterdir(path):
+        if path == locked:  # as root, chmod 000 does not stop a listing
+            raise PermissionError(13, "Permission denied", str(path))
+        return listed(path)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    run = grade(LAB, tmp_path / "cohort", tmp_path / "out" / LAB.name, jobs=1, stream=io.StringIO())
+    assert run["ungraded"] == []
+    row = table((tmp_path / "out" / LAB.name / "grades.csv").read_bytes())["a_locked"]
+    assert row["status"] == "error: attention/ could not be read (permission denied): not graded", row
+    assert row["total"] == "0" and str(tmp_path) not in json.dumps(run["records"])
+    assert (tmp_path / "out" / LAB.name / "report.html").is_file()
+    assert (tmp_path / "out" / LAB.name / "students" / "a_locked" / "feedback.html").is_file()
