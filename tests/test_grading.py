@@ -109,7 +109,12 @@ def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, lab, part, mistak
     if any(c["hidden"] for c in failing) and not entry.get("keyed_to_public_inputs"):
         assert any(not c["hidden"] for c in failing), "only hidden checks catch this mistake"
     row = results["parts"][part]
-    assert 0 < row["points"] < row["max_points"], "a single mistake earns partial points"
+    if entry.get("reaches_internals"):
+        # Reaching past the ban is no mistake to earn partial points for: the checks the ban governs
+        # refuse it, and the scan names the place for the instructor.
+        assert results["reaches"] and row["points"] < row["max_points"], results["reaches"]
+    else:
+        assert 0 < row["points"] < row["max_points"], "a single mistake earns partial points"
     if known_mistake(part, mistake, lab):
         # Every failed check is diagnosed, with this mistake among the matches.
         diagnosed = {c["check"]: {d["id"] for d in c["diagnoses"]} for c in results["checks"] if not c["passed"]}

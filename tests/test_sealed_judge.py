@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from bs4 import BeautifulSoup
+
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.lab import Lab
 from conftest import KIT, LAB
@@ -211,3 +213,86 @@ def test_a_memory_kill_in_a_property_check_says_so_without_grader_internals(tmp_
         text = path.read_text(errors="replace")
         assert not [leak for leak in leaks if leak in text], (path.name, [leak for leak in leaks if leak in text])
     assert str(KIT) not in run.stdout + run.stderr
+
+
+# 1. Bans lifted from inside the worker: leave its dispatch modes and call the kernel behind the
+# library's name, or empty its guards through gc. Such code earns no more than code that uses the
+# library plainly, and the class report names the file and line for review.
+DISPATCH_LIFTER = """
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+
+def softmax(scores, dim=-1):
+    with _disable_current_modes():
+        return torch._C._VariableFunctions.softmax(scores, dim)
+"""
+INFERENCE_LIFTER = """
+
+import torch
+
+
+def softmax(scores, dim=-1):
+    with torch.inference_mode():  # the dispatch mode does not see inference tensors
+        return torch.softmax(scores, dim).clone()
+"""
+PLAIN_SOFTMAX = """
+
+def softmax(scores, dim=-1):
+    return torch.softmax(scores, dim)
+"""
+GC_LIFTER = """
+
+import gc
+import torch.nn.functional as F
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    for guard in gc.get_objects():
+        if type(guard).__name__ == "Guards":
+            guard.forbidden = frozenset()
+        elif type(guard).__name__ == "ForbiddenOperators":
+            guard.names = frozenset()
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+"""
+PLAIN_LAYER_NORM = """
+
+import torch.nn.functional as F
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+"""
+
+
+def flagged(out: Path, lab: Lab) -> dict[str, str]:
+    """Each student's flags cell in the class report, as the page shows it."""
+    page = BeautifulSoup((out / lab.name / "report.html").read_text(), "html.parser")
+    cells = {}
+    for row in page.select("tr"):
+        flag = row.select_one("td.flag")
+        if flag is not None:
+            cells[row.select_one("td").get_text(strip=True)] = flag.get_text(" ", strip=True)
+    return cells
+
+
+def test_a_lifted_ban_earns_no_more_than_the_library_used_plainly_and_is_flagged(tmp_path):
+    softmax = (LAB.reference / "softmax.py").read_text()
+    layernorm = (TRANSFORMER.reference / "layernorm.py").read_text()
+    for lab, attackers, part, plain in (
+            (LAB, {"a_dispatch": {"softmax": softmax + DISPATCH_LIFTER},
+                   "a_inference": {"softmax": softmax + INFERENCE_LIFTER},
+                   "a_plain": {"softmax": softmax + PLAIN_SOFTMAX}}, "softmax", "a_plain"),
+            (TRANSFORMER, {"a_gc": {"layernorm": layernorm + GC_LIFTER},
+                           "a_plain": {"layernorm": layernorm + PLAIN_LAYER_NORM}}, "layernorm", "a_plain")):
+        out = tmp_path / lab.name
+        run_grade(cohort(tmp_path / lab.name, lab, attackers), out, lab)
+        table, flags = rows(out, lab), flagged(out, lab)
+        assert float(table[plain][part]) < lab.part(part).weight, table[plain]  # the ban holds on plain use
+        module = f"{part}.py"
+        for attacker in attackers.keys() - {plain}:
+            assert float(table[attacker][part]) <= float(table[plain][part]), (attacker, table[attacker], table[plain])
+            assert f"reaches into internals (could lift a ban): {module} line" in flags[attacker], flags[attacker]
+        assert not [student for student, cell in flags.items() if "internals" in cell and student not in attackers
+                    or student == plain and "internals" in cell], flags

@@ -14,6 +14,7 @@ file; the release strips those fences, so students never see hidden checks.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import math
 import os
@@ -31,6 +32,7 @@ from autograder.files import write_atomically
 from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET, RemoteCode, StudentError
 from autograder.judge.checks import CheckFailure
 from autograder.judge.dependencies import dependencies, dependency_sentence
+from autograder.judge.internals import scan_submission
 from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
 from autograder.lab import Lab
@@ -113,6 +115,7 @@ REPLAYED = pytest.StashKey[bool]()
 REFERENCE_ROOT = pytest.StashKey[Path]()
 SANDBOX = pytest.StashKey[dict]()
 NOTES = pytest.StashKey[list]()
+REACHES = pytest.StashKey[list]()  # where the submission's source reaches into internals (judge.internals)
 SEALED = pytest.StashKey[bool]()  # the hidden checks have begun, in a worker of their own
 
 
@@ -160,11 +163,14 @@ def student(request):
     """The submission under test, reached only through a worker process."""
     config = request.config
     root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
-    budget = config.getoption("budget")
+    budget, lab = config.getoption("budget"), config.stash[LAB]
+    # Read here, before any of it runs: code that reaches into internals could lift the rules the
+    # worker enforces, so the calls those rules govern are refused (RemoteCode's `reaches`).
+    reaches = config.stash[REACHES] = scan_submission(Path(root), lab.modules)
     # Every module its own budget, and the submission no more than all of them together, however
     # many names its code claims (the judge charges what it called: remote.Handle).
     proxy = RemoteCode(root, timeout=config.getoption("call_timeout"), confined=confined(config),
-                       budget=budget, total_budget=budget * len(config.stash[LAB].modules))
+                       budget=budget, total_budget=budget * len(lab.modules), reaches=tuple(reaches))
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
@@ -427,6 +433,9 @@ class Scoreboard:
                 write(f"  hint: {hint(first)}")
                 for dependency in dependencies(lab, part, list(self.results.values())):
                     write(f"  depends on {dependency['part']}: {dependency_sentence(part, dependency)}")
+        for reach in self.config.stash.get(REACHES, [])[:5]:
+            write(printable(f"not allowed: {reach.file} line {reach.line}: your code {reach.what}, reaching into internals "
+                            "(the checks that forbid a library function or count calls give no points)"), red=True)
         sandbox = self.config.stash.get(SANDBOX, None)
         if sandbox and sandbox["missing"]:
             write("warning: student code ran without " + "; ".join(sandbox["missing"]), yellow=True)
@@ -437,6 +446,7 @@ class Scoreboard:
             lab = self.config.stash[LAB]
             payload = {"lab": lab.name, **summarise(lab, self.results), "sandbox": self.config.stash.get(SANDBOX, None),
                        "notes": self.config.stash.get(NOTES, []),
+                       "reaches": [dataclasses.asdict(r) for r in self.config.stash.get(REACHES, [])],
                        "replayed": self.replayed,
                        "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}
             write_atomically(Path(out), json.dumps(payload, indent=1))

@@ -3,7 +3,8 @@
 One self-contained page (no server, no network; one small inline script sorts the table): the
 distribution of totals with full marks as a bar of its own; the mean of every part; every student
 with a link to their feedback and flags for what deserves a look (passes the public checks but
-fails the hidden ones; lost points to time-outs or crashes); each known mistake with the students
+fails the hidden ones; lost points to time-outs or crashes; code reaching into internals, with
+file and line); each known mistake with the students
 who made it; checks that no one passes, marked as suspect (a broken check or a lesson to revisit);
 and the pairs of submissions that are near-copies (:mod:`autograder.reports.similarity`).
 """
@@ -31,6 +32,11 @@ def flags(record: dict) -> list[str]:
     lost = sum(c["points"] for c in record["checks"] if not c["passed"] and (c.get("failure") or {}).get("kind") in TROUBLE)
     if lost:
         said.append(f"lost {lost:g} points to time-outs or crashes")
+    reaches = record.get("reaches", [])
+    if reaches:
+        first = reaches[0]
+        said.append(f"reaches into internals (could lift a ban): {first['file']} line {first['line']}, {first['what']}"
+                    + (f", and {len(reaches) - 1} more" if len(reaches) > 1 else ""))
     return said
 
 

@@ -64,6 +64,7 @@ def student_record(lab: Lab, student: str, raw: dict | None, problems: list[str]
         "student": student,
         "status": status_of(raw, problems, error),
         "notes": [*notes, *(raw or {}).get("notes", [])],
+        "reaches": (raw or {}).get("reaches", []),  # where the code reaches into internals (judge.internals)
         "parts": parts,
         "total": round(sum(p["points"] for p in parts.values()), 6),
         "max_total": round(sum(p["max_points"] for p in parts.values()), 6) or lab.max_points,

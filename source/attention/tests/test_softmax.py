@@ -17,11 +17,12 @@ QUERY2_EXACT_SCORES = INPUTS @ INPUTS[1]  # the judge's own scores, not the roun
 ALL_EXACT_SCORES = INPUTS @ INPUTS.T
 # Students write softmax from exp and sum: while this part's calls run, PyTorch's softmaxes raise,
 # by the names students call (getattr(torch, "soft" + "max") included; the message names them) and
-# as operators (whatever reaches them: torch.ops.aten, a wrapper's __wrapped__, nn.Softmax).
+# as operators (whatever reaches them: torch.ops.aten, a wrapper's __wrapped__, nn.Softmax, the softmax inside
+# F.scaled_dot_product_attention).
 LIBRARY_SOFTMAX = ("torch.softmax", "torch.log_softmax", "torch._softmax", "torch.Tensor.softmax",
                    "torch.Tensor.log_softmax", "torch.nn.functional.softmax", "torch.nn.functional.log_softmax",
                    "torch.nn.functional.softmin", "torch.special.softmax", "torch.special.log_softmax",
-                   "aten._softmax", "aten._log_softmax")
+                   "aten._softmax", "aten._log_softmax", "aten._safe_softmax")
 MULTIPLY = ("torch.Tensor.__mul__", "torch.Tensor.__rmul__", "torch.mul")
 
 
