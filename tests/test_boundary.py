@@ -163,30 +163,36 @@ def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
     assert not [line for line in segments if line.split()[3] == "7340033"], segments
 
 
-# 3. The judge's cost is bounded: frame size, a check's answers, decoding on the budget.
+# 3. The judge's cost is bounded: frame size, a check's answers, decoding on the budget. (The raw
+# header goes through masking.py: code importing os and socket gets no call of a part with a ban.)
 HOG = """
-import os, socket, struct, torch
+import torch
 
 def softmax(x, dim=-1):
     return torch.zeros(15 * 2**20)  # 60 MiB: under a frame's cap, five make a check's
 
 def normalize_sum(x, dim=-1):
     return torch.zeros(20 * 2**20)  # 80 MiB: over a frame's cap
+"""
+HEADER = """
 
-def context_vectors(weights, values):
+import os, socket, struct
+
+def causal_mask(num_tokens):
     for fd in range(3, 64):  # a raw frame header announcing 4 GiB, straight onto the judge's socket
         try:
             socket.socket(fileno=os.dup(fd)).sendall(struct.pack("<II", 2**32 - 1, 0))
         except OSError:
             pass
-    return weights @ values
+    return torch.ones(num_tokens, num_tokens).triu(1).bool()
 """
 
 
 def test_the_judge_holds_a_bounded_amount_of_what_a_submission_sends(tmp_path):
     out = tmp_path / "out"
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    run = run_grade(cohort_with(tmp_path, "a_hog", {"softmax": HOG}), out)
+    masking = (SOLUTIONS / "masking.py").read_text() + HEADER
+    run = run_grade(cohort_with(tmp_path, "a_hog", {"softmax": HOG, "masking": masking}), out)
     assert run.returncode == 0, run.stderr[-3000:]
     assert_honest_twin_unharmed(out)
     peak_mib = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
@@ -312,7 +318,7 @@ def read(path):
     except OSError as exc:
         return type(exc).__name__
 
-def softmax(x, dim=-1):
+def causal_mask(num_tokens):
     status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
     raise RuntimeError(repr({
         "environ": dict(os.environ), "proc_environ": read("/proc/self/environ"),
@@ -328,7 +334,9 @@ def softmax(x, dim=-1):
 def test_workers_see_no_secret_no_other_process_no_capability_and_no_host_file(tmp_path):
     out = tmp_path / "out"
     snoop = SNOOP % {"kit": str(KIT / "source" / "attention" / "tests" / "points.toml")}
-    run = run_grade(cohort_with(tmp_path, "a_snoop", {"softmax": snoop}), out, env={"GRADER_SECRET": "hunter2-7f3a"})
+    # In masking.py, a part without a ban: code reading os.environ gets no call of a part with one.
+    masking = (SOLUTIONS / "masking.py").read_text() + snoop
+    run = run_grade(cohort_with(tmp_path, "a_snoop", {"masking": masking}), out, env={"GRADER_SECRET": "hunter2-7f3a"})
     assert run.returncode == 0, run.stderr[-3000:]
     assert_honest_twin_unharmed(out)
     said = feedback(out, "a_snoop")

@@ -44,7 +44,21 @@ def run_grade(submissions: Path, out: Path, lab: Lab, *options: str) -> subproce
     assert run.returncode == 0, run.stderr[-3000:]
     table = rows(out, lab)
     assert table["b_honest"]["total"] == "100" and table["c_stubs"]["total"] == "0", table
+    assert_no_grader_internals(out / lab.name / "students")
     return run
+
+
+# What a student reads never shows the grader's machine: its paths, its tracebacks.
+GRADER_INTERNALS = (str(KIT), sys.prefix, "site-packages", "/tmp/autograder-", "Traceback (most recent call last)")
+
+
+def assert_no_grader_internals(students: Path) -> None:
+    for path in students.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert not [leak for leak in GRADER_INTERNALS if leak in text], \
+                (path, [text[max(0, text.index(leak) - 200):text.index(leak) + 200] for leak in GRADER_INTERNALS
+                        if leak in text])
 
 
 def rows(out: Path, lab: Lab) -> dict[str, dict]:
@@ -208,11 +222,7 @@ def test_a_memory_kill_in_a_property_check_says_so_without_grader_internals(tmp_
     assert batched["failure"]["kind"] == "memory", batched
     assert "GiB" in batched["message"], batched["message"]  # the ceiling named
     assert rows(out, LAB)["a_hog"]["status"].startswith("out of memory"), rows(out, LAB)["a_hog"]
-    leaks = [str(KIT), sys.prefix, "Traceback", "site-packages"]
-    for path in (out / LAB.name / "students" / "a_hog").iterdir():
-        text = path.read_text(errors="replace")
-        assert not [leak for leak in leaks if leak in text], (path.name, [leak for leak in leaks if leak in text])
-    assert str(KIT) not in run.stdout + run.stderr
+    assert str(KIT) not in run.stdout + run.stderr  # and the student's files: run_grade
 
 
 # 1. Bans lifted from inside the worker: leave its dispatch modes and call the kernel behind the
@@ -266,7 +276,7 @@ def layer_norm(x, weight, bias, eps=1e-5):
 """
 
 
-def flagged(out: Path, lab: Lab) -> dict[str, str]:
+def flagged_cells(out: Path, lab: Lab) -> dict[str, str]:
     """Each student's flags cell in the class report, as the page shows it."""
     page = BeautifulSoup((out / lab.name / "report.html").read_text(), "html.parser")
     cells = {}
@@ -288,7 +298,7 @@ def test_a_lifted_ban_earns_no_more_than_the_library_used_plainly_and_is_flagged
                            "a_plain": {"layernorm": layernorm + PLAIN_LAYER_NORM}}, "layernorm", "a_plain")):
         out = tmp_path / lab.name
         run_grade(cohort(tmp_path / lab.name, lab, attackers), out, lab)
-        table, flags = rows(out, lab), flagged(out, lab)
+        table, flags = rows(out, lab), flagged_cells(out, lab)
         assert float(table[plain][part]) < lab.part(part).weight, table[plain]  # the ban holds on plain use
         module = f"{part}.py"
         for attacker in attackers.keys() - {plain}:
@@ -296,3 +306,45 @@ def test_a_lifted_ban_earns_no_more_than_the_library_used_plainly_and_is_flagged
             assert f"reaches into internals (could lift a ban): {module} line" in flags[attacker], flags[attacker]
         assert not [student for student, cell in flags.items() if "internals" in cell and student not in attackers
                     or student == plain and "internals" in cell], flags
+
+
+# The red team's round on the defences above. A flag costs the banned checks of the module that
+# reaches into internals (and of those loading it), not every part's; and the score of flagged code
+# does not depend on an honest twin graded before it (replay bypassed the refusal).
+def test_a_flag_costs_its_own_modules_banned_checks_whatever_the_order(tmp_path):
+    flagged = {module: (LAB.reference / f"{module}.py").read_text() + "\nimport gc\n" for module in ("heads", "softmax")}
+    out = tmp_path / "out"
+    run_grade(cohort(tmp_path, LAB, {"a_heads_gc": {"heads": flagged["heads"]},
+                                     "z_softmax_gc": {"softmax": flagged["softmax"]}}), out, LAB)
+    table, flags = rows(out, LAB), flagged_cells(out, LAB)
+    assert table["a_heads_gc"]["total"] == "100", table["a_heads_gc"]  # heads has no ban; softmax's stays whole
+    assert float(table["z_softmax_gc"]["softmax"]) <= 5.5, table["z_softmax_gc"]  # no more than torch.softmax
+    assert "heads.py line" in flags["a_heads_gc"] and "softmax.py line" in flags["z_softmax_gc"], flags
+
+
+# Hidden inputs through what a student reads before hidden results are published: a hidden check's
+# time-out names its call in the status, and how much its calls printed is a number.
+PROBE = """
+
+_forward = CausalAttention.forward
+
+
+def _probing(self, x):
+    if tuple(x.shape) == (3, 5, 4):  # a shape only a hidden check uses
+        print("y" * (17 * 2**20))
+        while True:
+            pass
+    return _forward(self, x)
+
+
+CausalAttention.forward = _probing
+"""
+
+
+def test_what_hidden_checks_caused_is_not_in_the_feedback_shown_before_publication(tmp_path):
+    out = tmp_path / "out"
+    masking = (LAB.reference / "masking.py").read_text() + PROBE
+    run_grade(cohort(tmp_path, LAB, {"a_probe": {"masking": masking}}), out, LAB)
+    assert "timed out: masking.CausalAttention.forward" in rows(out, LAB)["a_probe"]["status"]  # the probe ran
+    shown = json.loads((out / LAB.name / "students" / "a_probe" / "results.json").read_text())["output"]
+    assert "timed out" not in shown and "your code printed" not in shown, shown

@@ -375,22 +375,25 @@ class RemoteCode:
     module together may take and ``total_budget`` those all calls into the submission may take
     (the judge's clock, charged to the module the judge named: see :class:`Handle`). ``reaches`` are
     the places the judge's scan of the source found reaching into internals (objects with ``file``,
-    ``line`` and ``what``): the rules the worker enforces (forbidden and counted library calls)
-    could be lifted from inside, so a request carrying one is refused. ``memoize`` keeps the answers of
+    ``line`` and ``what``), and ``loads`` the submission's modules each module loads (itself
+    included): code that reaches into internals could lift the rules the worker enforces (forbidden
+    and counted library calls) from inside, so a request carrying one is refused when its module
+    loads such code, and otherwise served by a worker in which such code never ran. ``memoize`` keeps the answers of
     function calls (never of modules, which have state): for the reference solution, whose
     functions are pure and whose checks repeat the same derandomized calls for every submission.
     """
 
     def __init__(self, root, timeout: float = CALL_TIMEOUT, confined: bool = False, budget: float = MODULE_BUDGET,
                  memoize: bool = False, seed: int | None = None, total_budget: float = math.inf, reaches: tuple = (),
-                 _shared=None):
+                 loads: dict[str, frozenset[str]] | None = None, _shared=None):
         self.root = Path(root).resolve()
         self.timeout, self.confined, self.budget, self.total_budget = timeout, confined, budget, total_budget
         self._seed = seed
         self._shared = _shared if _shared is not None else {
             "worker": None, "sandbox": None, "spent": collections.Counter(), "memo": {} if memoize else None,
             "recording": None, "fresh": False, "answered": collections.deque(), "check_bytes": 0,
-            "stopped": {}, "printed": 0, "forbid": (), "reaches": tuple(reaches)}
+            "stopped": {}, "printed": 0, "forbid": (), "reaches": tuple(reaches), "loads": loads or {},
+            "loaded": set()}
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> "RemoteModule":
@@ -436,6 +439,11 @@ class RemoteCode:
         return text
 
     @property
+    def reaches(self) -> tuple:
+        """Where the judge's scan found the submission reaching into internals (see the class)."""
+        return self._shared["reaches"]
+
+    @property
     def sandbox(self) -> dict | None:
         """What the worker's sandbox enforced ({"enforced", "missing"}), once a worker has started."""
         return self._shared["sandbox"]
@@ -455,8 +463,8 @@ class RemoteCode:
         if self._shared["forbid"]:
             request.setdefault("forbid", list(self._shared["forbid"]))
         where = str(request.get("target") or (request.get("specs") or [[request["op"]]])[0][0])
-        if self._shared["reaches"] and (request.get("forbid") or request.get("count")):
-            raise self._rules_void(where)
+        if self._shared["reaches"]:
+            self._keep_rules(request, module_of(where))
         memo = self._shared["memo"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
             key = hashlib.sha256(encode(request)).digest()
@@ -480,15 +488,24 @@ class RemoteCode:
             recording.calls.append(Call(frame, where, Outcome(answer)))
         return self._wrap(value, where) if wrap else value
 
-    def _rules_void(self, where: str) -> StudentError:
-        """A call whose rules (a forbidden or counted library function) the submission's code could lift."""
-        first = self._shared["reaches"][0]
-        more = len(self._shared["reaches"]) - 1
-        return StudentError("forbidden", f"{where} was not run: your code {first.what} ({first.file} line {first.line}"
-                                         f"{f', and {more} more place' + ('s' if more > 1 else '') if more else ''}), "
-                                         "reaching into the interpreter's, PyTorch's or the grader's internals. That is "
-                                         "not allowed: the checks that forbid a library function or count calls give "
-                                         "such code no points", where=where, file=first.file, line=first.line)
+    def _keep_rules(self, request: dict, module: str) -> None:
+        """Before ``request`` into ``module`` is sent: refuse it if it carries a rule (a forbidden or
+        counted library function) that code ``module`` loads could lift; start a fresh worker if
+        such code was loaded into this one by earlier calls."""
+        loads = self._shared["loads"].get(module, frozenset({module}))
+        if request.get("forbid") or request.get("count"):
+            reaches = [r for r in self._shared["reaches"] if Path(r.file).stem in loads]
+            if reaches:
+                first, more = reaches[0], len(reaches) - 1
+                where = request.get("target", module)
+                raise StudentError("forbidden", f"{where} was not run: your code {first.what} ({first.file} line "
+                                                f"{first.line}{f', and {more} more' if more else ''}), reaching into the "
+                                                "interpreter's, PyTorch's or the grader's internals. That is not "
+                                                "allowed: the checks that forbid a library function or count calls "
+                                                "give such code no points", where=where, file=first.file, line=first.line)
+            if self._shared["loaded"] & {Path(r.file).stem for r in self._shared["reaches"]}:
+                self.close()
+        self._shared["loaded"] |= loads
 
     def _frame(self, request: dict) -> bytes:
         """The request encoded; the first one of a check that reaches the worker is marked fresh."""
@@ -638,6 +655,7 @@ class RemoteCode:
 
     def close(self) -> None:
         worker, self._shared["worker"] = self._shared["worker"], None
+        self._shared["loaded"] = set()
         if worker is not None:
             self._shared["printed"] += worker.printed.total
             worker.close()
@@ -772,7 +790,7 @@ class Handle:
                                       "args": list(args), "kwargs": kwargs, "target": f"{self.origin}.{name}"})
 
     def submodule(self, name: str) -> "Handle":
-        """The submodule ``name`` ("self_attn", "heads.0") of this module, as a handle of its own."""
+        """The submodule ``name`` ("body", "layers.0") of this module, as a handle of its own."""
         ref = self._student.request({"op": "method", "handle": self._ref.id, "name": "submodule", "args": [name],
                                      "kwargs": {}, "target": f"{self.origin}.submodule"}, wrap=False)
         if not isinstance(ref, HandleRef):

@@ -174,7 +174,7 @@ def expect_reused(sub, own, inputs: tuple, what: str) -> None:
     """``sub``, a submodule of the student's layer (:meth:`Handle.submodule`), computes what ``own``
     does: the lab's module it claims to be, built by the judge's own call, given ``sub``'s weights.
     The judge's evidence that the layer reuses that module: a class name is only what the student's
-    process says it is. Both run in eval mode (no dropout)."""
+    process says it is. Both run in eval mode (no random zeroing of activations)."""
     own.load_state_dict(sub.state_dict())
     sub.eval()
     own.eval()

@@ -1,7 +1,7 @@
 """A judge-side scan of a submission's source for code that reaches into the interpreter's,
 PyTorch's or the grader's internals.
 
-A part that forbids a library function (``torch.softmax``, ``F.layer_norm``) or counts calls
+A part that forbids a library function (``torch.sort``, ``F.group_norm``) or counts calls
 (``torch.dot``) is enforced inside the worker that runs the student's code, by wrappers and a
 dispatch mode (:mod:`autograder.harness.worker`). Code in that process can reach them: leave the
 dispatch mode, empty the guards through ``gc``, call the original behind ``__wrapped__``. Nothing
@@ -17,7 +17,7 @@ The rules are allowlists wherever Python allows one:
   goes by (``import torch as t``, ``x = torch``, a sibling module's ``helper``), and a module is
   only ever the base of an attribute, never a value passed around;
 - names that start with ``_``: the submission's own (``_EPS``, ``_split``, ``self._cache``,
-  ``masking._helper``); of the others only ``__init__``, ``__name__``, ``__qualname__`` and
+  ``other_module._helper``); of the others only ``__init__``, ``__name__``, ``__qualname__`` and
   ``__doc__`` are read, and a class defines only the dunder methods of :data:`CLASS_DUNDERS`;
 - built-ins: :data:`ALLOWED_BUILTINS`; ``getattr`` and its kin only called, with a name the
   source spells out (a string literal, or a loop over a tuple of them), or on ``self`` with a
@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import types
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch.nn  # its own submodules are read from it (the judge has torch loaded already)
 
 
 @dataclass(frozen=True, order=True)
@@ -73,7 +76,7 @@ class Library:
 # and torch.sys, torch.ctypes, torch.builtins, torch.importlib are the standard library's), but
 # the few of LIBRARIES.
 TORCH_SUBMODULES_DENIED = frozenset({
-    "accelerator", "amp", "ao", "autograd", "backends", "builtins", "classes", "compiler", "cpp", "cpu",
+    "accelerator", "amp", "ao", "backends", "builtins", "classes", "compiler", "cpp", "cpu",
     "ctypes", "distributed", "distributions", "export", "func", "functional", "functools", "futures", "fx",
     "glob", "hub", "importlib", "inspect", "jit", "library", "masked", "math", "monitor", "mps", "mtia",
     "multiprocessing", "nested", "ops", "optim", "os", "overrides", "package", "platform", "profiler",
@@ -108,7 +111,7 @@ TORCH_INTERNALS = TORCH_SUBMODULES_DENIED | frozenset({
     # operators reached below their Python names (torch.ops.aten's packets)
     "quantized_gru", "quantized_lstm",
     # Under inference_mode the dispatch mode sees no operator: with it, F.cross_entropy(..., reduction="none")
-    # computes a softmax under the softmax part's ban (measured on torch 2.13). Labs never need it.
+    # computes a normalised exponential under a ban of the library's own (measured on torch 2.13). Labs never need it.
     "inference_mode",
     # code run through the compiler, the JIT or pickle, files, names imported from strings, modules
     "compile", "cond", "while_loop", "vmap", "load", "save", "from_file", "from_dlpack", "to_dlpack",
@@ -122,10 +125,14 @@ TORCH_INTERNALS = TORCH_SUBMODULES_DENIED | frozenset({
 # (numpy, os, inspect, importlib, gc, ctypes, operator ...) reaches further than a lab module
 # should; a module's attributes that are modules are denied unless they are allowed modules.
 LIBRARIES: Mapping[str, Library] = {
-    "torch": Library(submodules=frozenset({"nn", "linalg", "special", "fft", "cuda"}), denied=TORCH_INTERNALS),
-    "torch.nn": Library(submodules=frozenset({"functional", "init"}), denied=frozenset({
-        "attention", "common_types", "grad", "intrinsic", "modules", "parallel", "parameter", "qat",
-        "quantizable", "quantized", "utils"})),
+    "torch": Library(submodules=frozenset({"nn", "linalg", "special", "fft", "cuda", "autograd"}),
+                     denied=TORCH_INTERNALS),
+    # A custom autograd function is a lesson of its own, not a way in: its class and the gradient calls only.
+    "torch.autograd": Library(only=frozenset({"Function", "grad", "backward"})),
+    "torch.nn": Library(submodules=frozenset({"functional", "init", "parameter"}), denied=frozenset(
+        name for name, value in vars(torch.nn).items() if isinstance(value, types.ModuleType) and name[0] != "_") - {
+        "functional", "init", "parameter"}),
+    "torch.nn.parameter": Library(only=frozenset({"Parameter", "Buffer", "UninitializedParameter"})),
     "torch.nn.functional": Library(denied=frozenset({
         "dataclasses", "grad", "importlib", "math", "np", "torch", "warnings",
         # torch.overrides' entry points into the dispatch of __torch_function__
@@ -205,7 +212,9 @@ CLASS_DUNDERS = frozenset({
 MODULE_DUNDERS = frozenset({"__all__", "__author__", "__version__", "__license__", "__copyright__",
                             "__email__", "__status__", "__credits__", "__maintainer__", "__date__", "__doc__"})
 READABLE_DUNDER_NAMES = frozenset({"__name__", "__doc__"}) | MODULE_DUNDERS
-READABLE_DUNDER_ATTRIBUTES = frozenset({"__init__", "__name__", "__qualname__", "__doc__"})
+# __class__ is type(x), which any code may call; what leads on from a class (__mro__, __subclasses__,
+# __dict__) is not read.
+READABLE_DUNDER_ATTRIBUTES = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__class__"})
 
 # Calls that give an nn.Module an attribute named by a string: they make a private name the
 # student's own as ``self._name = ...`` does.
@@ -216,7 +225,7 @@ _RECEIVERS = frozenset({"self", "cls"})
 def scan(source: str | bytes, filename: str, own_modules: frozenset[str]) -> list[Reach]:
     """Every place where ``source`` (one module of a submission, named ``filename`` in the
     findings) reaches into interpreter, PyTorch or grader internals, by line. ``own_modules``
-    are the lab's module names (``"masking"``): they may be imported, and their private names
+    are the lab's module names (``"blocks"``): they may be imported, and their private names
     used. Names imported from them are treated as possibly being modules (use
     :func:`scan_submission` to have them resolved). A module that does not parse gives no
     findings: its import fails, and that is reported elsewhere."""
@@ -224,7 +233,7 @@ def scan(source: str | bytes, filename: str, own_modules: frozenset[str]) -> lis
 
 
 def scan_submission(folder: Path, modules: Iterable[str]) -> list[Reach]:
-    """:func:`scan` over the lab's module files (``modules``: ``"scores.py"``, ...) present in
+    """:func:`scan` over the lab's module files (``modules``: ``"blocks.py"``, ...) present in
     ``folder``, each read as bytes and decoded as the import system will (a ``# coding:`` line is
     honoured: read as UTF-8, a UTF-7 file would hide what Python runs). A name one module imports
     from another is resolved to what it is there, so a module cannot be handed over under an
@@ -248,6 +257,36 @@ def scan_submission(folder: Path, modules: Iterable[str]) -> list[Reach]:
     for stem, (name, data) in sources.items():
         reaches += _scan(data, name, own, exports)
     return reaches
+
+
+def submission_loads(folder: Path, modules: Iterable[str]) -> dict[str, frozenset[str]]:
+    """For each of the lab's modules (``"blocks.py"``, ...), the lab's modules that importing it
+    loads, itself included (``{"model": {"model", "blocks"}}``): what one of them reaching into
+    internals can touch. Static, as the scan allows no other way to import. A module that does not
+    parse loads only itself (it fails to import)."""
+    own = {Path(name).stem for name in modules}
+    direct = {}
+    for stem in own:
+        try:
+            tree = _parse((Path(folder) / f"{stem}.py").read_bytes())
+        except OSError:
+            tree = None
+        names = set()
+        for node in ast.walk(tree) if isinstance(tree, ast.Module) else ():
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+        direct[stem] = names & own
+    loads = {}
+    for stem in own:
+        seen, todo = {stem}, [stem]
+        while todo:
+            for imported in direct[todo.pop()] - seen:
+                seen.add(imported)
+                todo.append(imported)
+        loads[stem] = frozenset(seen)
+    return loads
 
 
 @dataclass(frozen=True)

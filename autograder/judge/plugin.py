@@ -32,7 +32,7 @@ from autograder.files import write_atomically
 from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET, RemoteCode, StudentError
 from autograder.judge.checks import CheckFailure
 from autograder.judge.dependencies import dependencies, dependency_sentence
-from autograder.judge.internals import scan_submission
+from autograder.judge.internals import scan_submission, submission_loads
 from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
 from autograder.lab import Lab
@@ -170,11 +170,13 @@ def student(request):
     # Every module its own budget, and the submission no more than all of them together, however
     # many names its code claims (the judge charges what it called: remote.Handle).
     proxy = RemoteCode(root, timeout=config.getoption("call_timeout"), confined=confined(config),
-                       budget=budget, total_budget=budget * len(lab.modules), reaches=tuple(reaches))
+                       budget=budget, total_budget=budget * len(lab.modules), reaches=tuple(reaches),
+                       loads=submission_loads(Path(root), lab.modules) if reaches else None)
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
-    config.stash[NOTES] = proxy.notes
+    if not config.stash.get(SEALED, False):
+        config.stash[NOTES] = proxy.notes
 
 
 def confined(config) -> bool:
@@ -229,9 +231,11 @@ def pytest_runtest_call(item):
         return (yield)
     if item.get_closest_marker("hidden") is not None and not item.config.stash.get(SEALED, False):
         # The first hidden check: a fresh worker, so nothing a public check's call left in the
-        # student's process (a module that records its inputs) outlives into the hidden ones.
+        # student's process (a module that records its inputs) outlives into the hidden ones. The
+        # notes are the public checks' (how much a hidden check's call printed could tell its inputs).
         student.close()
         item.config.stash[SEALED] = True
+        item.config.stash[NOTES] = student.notes
     student.begin_check()
     try:
         result = yield
@@ -248,7 +252,9 @@ def pytest_pyfunc_call(pyfuncitem):
     """A check whose requests the student answers as on an earlier passing run passes without
     running the judge's side again (:mod:`autograder.judge.replay`)."""
     student = pyfuncitem.funcargs.get("student")
-    if isinstance(student, RemoteCode) and replay_enabled(pyfuncitem.config) and \
+    # Not for code that reaches into internals: replay sends recorded frames straight to the
+    # worker, past RemoteCode's refusal of the calls such code could lift the rules of.
+    if isinstance(student, RemoteCode) and replay_enabled(pyfuncitem.config) and not student.reaches and \
             _replays.replay(replay_key(pyfuncitem), student):
         pyfuncitem.stash[REPLAYED] = True
         return True

@@ -70,9 +70,10 @@ def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
                        "failed": [{"name": c["name"], "line": hidden_line(c)} for c in secret if not c["passed"]]},
         })
     got, out_of = points(seen, passed=True), points(seen)
+    status = record["status"] if hidden else record.get("public_status", record["status"])
     return {"lab": lab.title, "student": one_line(record["student"]), "hidden": hidden,
             "total": got, "max_total": out_of, "state": state(got, out_of),
-            "status": "" if record["status"] == "graded" else record["status"], "notes": record["notes"], "parts": parts}
+            "status": "" if status == "graded" else status, "notes": record["notes"], "parts": parts}
 
 
 def picture_markdown(picture: dict) -> str:

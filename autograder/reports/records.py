@@ -63,6 +63,10 @@ def student_record(lab: Lab, student: str, raw: dict | None, problems: list[str]
         "lab": lab.name,
         "student": student,
         "status": status_of(raw, problems, error),
+        # What a student may read before hidden results are published: a hidden check's time-out or
+        # crash names its call, which code could make depend on the hidden inputs.
+        "public_status": status_of({"checks": [c for c in (raw or {}).get("checks", []) if not c["hidden"]]},
+                                   problems, error),
         "notes": [*notes, *(raw or {}).get("notes", [])],
         "reaches": (raw or {}).get("reaches", []),  # where the code reaches into internals (judge.internals)
         "parts": parts,

@@ -17,12 +17,17 @@ QUERY2_EXACT_SCORES = INPUTS @ INPUTS[1]  # the judge's own scores, not the roun
 ALL_EXACT_SCORES = INPUTS @ INPUTS.T
 # Students write softmax from exp and sum: while this part's calls run, PyTorch's softmaxes raise,
 # by the names students call (getattr(torch, "soft" + "max") included; the message names them) and
-# as operators (whatever reaches them: torch.ops.aten, a wrapper's __wrapped__, nn.Softmax, the softmax inside
-# F.scaled_dot_product_attention).
+# as operators (whatever reaches them: torch.ops.aten, a wrapper's __wrapped__, nn.Softmax, and the
+# attention kernels that compute a softmax inside: F.scaled_dot_product_attention, nn.MultiheadAttention's
+# fast path).
 LIBRARY_SOFTMAX = ("torch.softmax", "torch.log_softmax", "torch._softmax", "torch.Tensor.softmax",
                    "torch.Tensor.log_softmax", "torch.nn.functional.softmax", "torch.nn.functional.log_softmax",
                    "torch.nn.functional.softmin", "torch.special.softmax", "torch.special.log_softmax",
-                   "aten._softmax", "aten._log_softmax", "aten._safe_softmax")
+                   "aten._softmax", "aten._log_softmax", "aten._safe_softmax", "aten._masked_softmax",
+                   "aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_flash_attention",
+                   "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_cudnn_attention",
+                   "aten._scaled_dot_product_fused_attention_overrideable", "aten._native_multi_head_attention",
+                   "aten._transformer_encoder_layer_fwd")
 MULTIPLY = ("torch.Tensor.__mul__", "torch.Tensor.__rmul__", "torch.mul")
 
 
