@@ -33,7 +33,8 @@ MISTAKES = {
                      "dropout", "timed out: dropout.dropout"),
     "loop_heads": ("heads", "\ndef split_heads(x, num_heads):\n" + LOOP, "heads", "timed out: heads.split_heads"),
     "loop_at_import": ("dropout", "\nwhile True:\n    pass\n", "dropout", "timed out: loading dropout.py"),
-    "exit_at_import": ("softmax", "\nimport os\nos._exit(0)\n", "softmax", "crashed: softmax."),
+    # In a part without a ban: code importing os gets no call of a part with one (judge.internals).
+    "exit_at_import": ("projections", "\nimport os\nos._exit(0)\n", "projections", "crashed: projections."),
     "segfault": ("masking", "\nimport ctypes\ndef causal_mask(num_tokens):\n    ctypes.string_at(0)\n", "masking",
                  "crashed: masking.causal_mask (SIGSEGV)"),
     "scribbler": ("scores", "\nimport os, stat\n_matrix = attention_scores\ndef attention_scores(inputs):\n"
@@ -83,7 +84,7 @@ def test_one_mistake_costs_only_its_own_part_and_the_status_names_it(graded, stu
 
 def test_code_that_never_ran_earns_nothing_in_its_part(graded):
     _, table = graded
-    assert float(table["exit_at_import"]["softmax"]) == 0
+    assert float(table["exit_at_import"]["projections"]) == 0
     assert float(table["loop_at_import"]["dropout"]) == 0
 
 

@@ -320,6 +320,7 @@ def test_a_flag_costs_its_own_modules_banned_checks_whatever_the_order(tmp_path)
     assert table["a_heads_gc"]["total"] == "100", table["a_heads_gc"]  # heads has no ban; softmax's stays whole
     assert float(table["z_softmax_gc"]["softmax"]) <= 5.5, table["z_softmax_gc"]  # no more than torch.softmax
     assert "heads.py line" in flags["a_heads_gc"] and "softmax.py line" in flags["z_softmax_gc"], flags
+    assert "reaches into internals: softmax.py" in table["z_softmax_gc"]["status"], table["z_softmax_gc"]
 
 
 # Hidden inputs through what a student reads before hidden results are published: a hidden check's

@@ -42,7 +42,8 @@ def status_of(raw: dict | None, problems: list[str], error: str | None) -> str:
         return "error: " + one_line(error.strip().splitlines()[-1][:200])
     found: dict[str, list[str]] = {}  # "timed out": ["<module>.<function>", ...]
     failures = [problem(c.get("failure") or {}) for c in (raw or {}).get("checks", []) if not c["passed"]]
-    for kind, what in [*(said.partition(": ")[::2] for said in problems), *filter(None, failures)]:
+    reached = [("reaches into internals", r["file"]) for r in (raw or {}).get("reaches", [])]  # lines: the report
+    for kind, what in [*(said.partition(": ")[::2] for said in problems), *filter(None, failures), *reached]:
         if what not in found.setdefault(kind, []):
             found[kind].append(what)
     said = [f"{kind}: {', '.join(what)}" if any(what) else kind for kind, what in found.items()]
@@ -65,8 +66,8 @@ def student_record(lab: Lab, student: str, raw: dict | None, problems: list[str]
         "status": status_of(raw, problems, error),
         # What a student may read before hidden results are published: a hidden check's time-out or
         # crash names its call, which code could make depend on the hidden inputs.
-        "public_status": status_of({"checks": [c for c in (raw or {}).get("checks", []) if not c["hidden"]]},
-                                   problems, error),
+        "public_status": status_of({**(raw or {}), "checks": [c for c in (raw or {}).get("checks", [])
+                                                              if not c["hidden"]]}, problems, error),
         "notes": [*notes, *(raw or {}).get("notes", [])],
         "reaches": (raw or {}).get("reaches", []),  # where the code reaches into internals (judge.internals)
         "parts": parts,
