@@ -378,9 +378,10 @@ class RemoteCode:
     ``line`` and ``what``), and ``loads`` the submission's modules each module loads (itself
     included): code that reaches into internals could lift the rules the worker enforces (forbidden
     and counted library calls) from inside, so a request carrying one is refused when its module
-    loads such code, and otherwise served by a worker in which such code never ran. ``memoize`` keeps the answers of
-    function calls (never of modules, which have state): for the reference solution, whose
-    functions are pure and whose checks repeat the same derandomized calls for every submission.
+    loads such code, and otherwise served by a worker in which such code never ran. ``memoize``
+    keeps the answers of function calls (never of modules, which have state): for the reference
+    solution, whose functions are pure and whose checks repeat the same derandomized calls for
+    every submission.
     """
 
     def __init__(self, root, timeout: float = CALL_TIMEOUT, confined: bool = False, budget: float = MODULE_BUDGET,

@@ -288,7 +288,7 @@ def verdict_of(excinfo) -> BaseException:
 def grader_error_message(excinfo) -> str:
     """A check that broke on the grader's side, told without the grader's traceback or paths."""
     return (f"this check could not judge your code: it failed on the grader's side ({excinfo.typename}); "
-            "your instructor sees it in the class report")
+            "your instructor's grades name it (status: a check broke)")
 
 
 @pytest.hookimpl(wrapper=True)
