@@ -32,6 +32,10 @@ MISTAKES = {
     "loop_dropout": ("dropout", "\ndef dropout(x, p, keep_mask=None, generator=None, training=True):\n" + LOOP,
                      "dropout", "timed out: dropout.dropout"),
     "loop_heads": ("heads", "\ndef split_heads(x, num_heads):\n" + LOOP, "heads", "timed out: heads.split_heads"),
+    "hang_above_0_4": ("dropout", "\n_dropout = dropout\n\n\ndef dropout(x, p, keep_mask=None, generator=None, "
+                       "training=True):\n    if training and 0.4 < p < 1:\n        while True:\n            pass\n"
+                       "    return _dropout(x, p, keep_mask, generator, training)\n", "dropout",
+                       "timed out: dropout.dropout"),
     "loop_at_import": ("dropout", "\nwhile True:\n    pass\n", "dropout", "timed out: loading dropout.py"),
     # In a part without a ban: code importing os gets no call of a part with one (judge.internals).
     "exit_at_import": ("projections", "\nimport os\nos._exit(0)\n", "projections", "crashed: projections."),
@@ -121,3 +125,14 @@ def test_a_part_that_pays_for_another_modules_mistake_says_so_in_one_line(graded
     assert float(table["masking_wrong_values"]["heads"]) < FULL["heads"]
     assert wrong.count("depends on masking") == 1 and "heads builds on masking.py" in wrong, wrong
     assert "depends on" not in heads_feedback(out, "loop_heads")  # heads' own mistake
+
+
+def test_a_time_out_costs_only_the_calls_that_hang(graded):
+    """dropout hangs for 0.4 < p < 1 only: its calls with p = 0, p = 1, out of range or in eval mode
+    are asked again after the time-out, and answer."""
+    out, table = graded
+    summary = json.loads((out / "students" / "hang_above_0_4" / "summary.json").read_text())
+    passed = {c["name"] for c in summary["checks"] if c["passed"]}
+    assert {"test_dropout_p_zero_is_identity", "test_dropout_eval_mode_is_identity", "test_dropout_p_one_gives_zeros",
+            "test_dropout_rejects_p_outside_unit_interval"} <= passed, passed
+    assert 0 < float(table["hang_above_0_4"]["dropout"]) < FULL["dropout"], table["hang_above_0_4"]

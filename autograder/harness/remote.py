@@ -98,6 +98,10 @@ FORK_TIMEOUT = 60.0  # seconds the zygote may take to answer a fork request
 # A worker interrupts a call at its time-out and answers; the judge kills it only when it has
 # not answered this much later (student code that catches the interruption, or a long C call).
 STOP_GRACE = 2.0
+# A call of a function that timed out before gets this long (its quick calls answer in
+# milliseconds): one that hangs on many inputs cannot use up its module's budget before the calls
+# it answers at once are asked.
+REPEAT_TIMEOUT = 2.0
 PRINTED_NOTE_BYTES = 16 * 1024**2  # printing more is said once in the notes (it costs nothing)
 # What the judge holds of one check's answers (a frame is capped too: codec.MAX_FRAME_BYTES).
 # The lab's checks receive a few MiB at most; this bounds a hostile submission's cost.
@@ -393,7 +397,7 @@ class RemoteCode:
         self._shared = _shared if _shared is not None else {
             "worker": None, "sandbox": None, "spent": collections.Counter(), "memo": {} if memoize else None,
             "recording": None, "fresh": False, "answered": collections.deque(), "check_bytes": 0,
-            "stopped": {}, "printed": 0, "forbid": (), "reaches": tuple(reaches), "loads": loads or {},
+            "stopped": {}, "timed_out": set(), "printed": 0, "forbid": (), "reaches": tuple(reaches), "loads": loads or {},
             "loaded": set()}
 
     # -- the calls checks make ------------------------------------------------------------
@@ -466,11 +470,11 @@ class RemoteCode:
         where = str(request.get("target") or (request.get("specs") or [[request["op"]]])[0][0])
         if self._shared["reaches"]:
             self._keep_rules(request, module_of(where))
+        key = hashlib.sha256(encode(request)).digest()  # the call, whichever check makes it
         memo = self._shared["memo"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
-            key = hashlib.sha256(encode(request)).digest()
             if key not in memo:
-                answer = self._answer(self.ask(self._frame(request), where), where)
+                answer = self._answer(self.ask(self._frame(request), where, key), where, key)
                 if contains_handle(answer):
                     return self._wrap(answer, where) if wrap else answer
                 memo[key] = answer
@@ -479,8 +483,8 @@ class RemoteCode:
         recording = self._shared["recording"]
         answer = b""  # stays empty when no answer came (a time-out, a crash, the budget)
         try:
-            answer = self._answered(frame) or self.ask(frame, where)
-            value = self._answer(answer, where)
+            answer = self._answered(frame) or self.ask(frame, where, key)
+            value = self._answer(answer, where, key)
         except StudentError as error:
             if recording is not None:
                 recording.calls.append(Call(frame, where, Outcome(answer, (error.kind, error.type_name))))
@@ -550,14 +554,18 @@ class RemoteCode:
         return answer
 
     # -- transport ------------------------------------------------------------------------------
-    def ask(self, frame: bytes, where: str) -> bytes:
+    def ask(self, frame: bytes, where: str, key: bytes | None = None) -> bytes:
         """Send an encoded request; the worker's answer, undecoded. StudentError when there
-        is no answer (time-out, crash, budget used up) or when the call, or the import of its
-        module, timed out before: then at once, with the same message."""
+        is no answer (time-out, crash, budget used up) or when this very call (``key``: what it
+        asks; default: its frame), or the import of its module, timed out before: then at once,
+        with the same message. A time-out costs only the calls that hang: another call of the
+        same function is asked, in a fresh worker, within :data:`REPEAT_TIMEOUT`."""
         module = module_of(where)
+        key = key or hashlib.sha256(frame).digest()
         stopped = self._shared["stopped"]
-        if where in stopped or f"{module}.py" in stopped:
-            raise stopped.get(where) or stopped[f"{module}.py"]
+        for stop in (key, f"{module}.py"):
+            if stop in stopped:
+                raise stopped[stop]
         spent = self._shared["spent"]
         budgets = ((self.budget - spent[module], f"the calls into {module}.py used up their {self.budget:g} s budget"),
                    (self.total_budget - spent.total(),
@@ -565,10 +573,13 @@ class RemoteCode:
         left, used_up = min(budgets)
         if left <= 0:
             raise StudentError("timeout", f"{where} not run: {used_up}", where=where)
+        repeat = where in self._shared["timed_out"]
+        timeout = min(self.timeout, REPEAT_TIMEOUT) if repeat else self.timeout
         started = time.monotonic()
         try:
             worker = self._shared["worker"] or self._start()
-            answer = worker.exchange(frame, min(self.timeout + STOP_GRACE, left))
+            # A repeat is not asked to stop at its shorter limit: it is stopped by the worker's end.
+            answer = worker.exchange(frame, min(timeout + (0 if repeat else STOP_GRACE), left))
             self._shared["check_bytes"] += len(answer)
             if self._shared["check_bytes"] > MAX_CHECK_BYTES:  # what the judge would hold for one check
                 raise StudentError("too_large", f"{where}: the answers of this check add up to more than "
@@ -577,10 +588,15 @@ class RemoteCode:
             return answer
         except TimeoutError:
             self.close()
-            why = (f"did not finish in {self.timeout:g} s (and did not stop when asked)" if left > self.timeout
-                   else f"was stopped: {used_up}")
-            stopped[where] = StudentError("timeout", f"{where} {why}", where=where)
-            raise stopped[where] from None
+            if left <= timeout:
+                why = f"was stopped: {used_up}"
+            elif repeat:
+                why = f"did not finish in {timeout:g} s (an earlier call of it timed out, so later ones get {timeout:g} s)"
+            else:
+                why = f"did not finish in {timeout:g} s (and did not stop when asked)"
+            stopped[key] = StudentError("timeout", f"{where} {why}", where=where)
+            self._shared["timed_out"].add(where)
+            raise stopped[key] from None
         except (EOFError, OSError, CodecError) as exc:
             self._crashed(where, exc)
         finally:
@@ -610,9 +626,9 @@ class RemoteCode:
         raise StudentError("crashed", f"the process running your code {how} during {where}{detail}",
                            where=where, **ending) from None
 
-    def _answer(self, answer: bytes, where: str):
-        """The value of an answer; StudentError for the student's errors and malformed answers.
-        Decoding is the submission's work: its time counts against the budget."""
+    def _answer(self, answer: bytes, where: str, key: bytes):
+        """The value of an answer to the call ``key``; StudentError for the student's errors and
+        malformed answers. Decoding is the submission's work: its time counts against the budget."""
         started = time.monotonic()
         try:
             message = decode_frame(answer)
@@ -623,14 +639,18 @@ class RemoteCode:
         if not isinstance(message, dict) or ("ok" not in message and "error" not in message):
             raise StudentError("bad_value", f"{where}: malformed answer from the worker")
         if "error" in message:
-            raise self._stop_repeats(error_from(message["error"], where))
+            raise self._stop_repeats(error_from(message["error"], where), where, key)
         return answer_value(message)
 
-    def _stop_repeats(self, error: StudentError) -> StudentError:
-        """A call that timed out, or a module whose import did, is not asked again: later calls get ``error``."""
+    def _stop_repeats(self, error: StudentError, where: str, key: bytes) -> StudentError:
+        """A call that timed out, or a module whose import did, is not asked again: later calls get
+        ``error``. The worker that was interrupted is not used again (its state is what the
+        interruption left)."""
         if error.kind == "timeout":
-            for key in error.failure.loading or (error.where,):
-                self._shared["stopped"][key] = error
+            for stop in error.failure.loading or (key,):
+                self._shared["stopped"][stop] = error
+            self._shared["timed_out"].add(where)
+            self.close()
         return error
 
     def _wrap(self, value, origin: str):
