@@ -115,9 +115,13 @@ def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, lab, part, mistak
         assert results["reaches"] and row["points"] < row["max_points"], results["reaches"]
     else:
         assert 0 < row["points"] < row["max_points"], "a single mistake earns partial points"
+    named = {d["id"] for c in results["checks"] for d in c["diagnoses"]}
+    assert not named & set(entry.get("not_diagnosed", [])), named
     if known_mistake(part, mistake, lab):
-        # Every failed check is diagnosed, with this mistake among the matches.
-        diagnosed = {c["check"]: {d["id"] for d in c["diagnoses"]} for c in results["checks"] if not c["passed"]}
+        # Every check failed on values is diagnosed, with this mistake among the matches (one the
+        # student's code raised in names no mistake: an exception alone says nothing).
+        diagnosed = {c["check"]: {d["id"] for d in c["diagnoses"]} for c in results["checks"]
+                     if not c["passed"] and c["failure"]["kind"] == "wrong"}
         assert {check for check, ids in diagnosed.items() if f"{part}.{mistake}" not in ids} == set(), diagnosed
 
 

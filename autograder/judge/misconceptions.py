@@ -118,34 +118,38 @@ class Diagnoser:
     def diagnose(self, part: str, calls: list[Call]) -> list[Misconception]:
         """The known mistakes of ``part`` that answer ``calls`` exactly as the student did.
 
-        Nothing when the reference itself answers them alike: then the check failed on
-        something else than the answers (a dtype the check demands, the source's form), and
-        every mutant that leaves these calls alone would "match".
+        Nothing when the reference itself answers them alike (the check failed on something
+        else than the answers: a dtype the check demands, the source's form), nor when the first
+        call the reference answers otherwise is one the student's code raised in: an exception of
+        the same type is no evidence of the same mistake (many mistakes crash alike).
         """
         if not calls or any(c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls):
             return []
-        if self.replays_like(self.runner("reference"), calls):
+        differs = self.first_difference(self.runner("reference"), calls)
+        if differs is None or calls[differs].outcome.error is not None:
             return []
-        return [m for m in self.catalogue.get(part, []) if self.replays_like(self.runner(m.id, m), calls)]
+        return [m for m in self.catalogue.get(part, []) if self.first_difference(self.runner(m.id, m), calls) is None]
 
     @staticmethod
-    def replays_like(mutant: RemoteCode, calls: list[Call]) -> bool:
+    def first_difference(mutant: RemoteCode, calls: list[Call]) -> int | None:
+        """The index of the first call ``mutant`` answers otherwise than it was answered; None when
+        it answers every one alike."""
         handles: dict[int, int] = {}
-        for call in calls:
+        for index, call in enumerate(calls):
             outcome, request = call.outcome, decode_frame(call.frame)
             if "handle" in request:
                 if request["handle"] not in handles:
-                    return False
+                    return index
                 request["handle"] = handles[request["handle"]]
             try:
                 value = mutant.request(request, wrap=False)
             except StudentError as error:
                 if outcome.error != (error.kind, error.type_name):
-                    return False
+                    return index
                 continue
             if outcome.error is not None or not same_value(outcome.value, value, handles):
-                return False
-        return True
+                return index
+        return None
 
     def close(self) -> None:
         for runner in self.runners.values():
