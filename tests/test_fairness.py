@@ -16,7 +16,8 @@ import sys
 
 import pytest
 
-from conftest import KIT, LAB, PARTS, SOLUTIONS
+from autograder.lab import Lab
+from conftest import KIT, LAB, PARTS, SOLUTIONS, submission_with
 
 FULL = {"scores": 10, "softmax": 15, "projections": 20, "masking": 20, "dropout": 10, "heads": 25}
 LOOP = "    while True:\n        pass\n"
@@ -136,3 +137,18 @@ def test_a_time_out_costs_only_the_calls_that_hang(graded):
     assert {"test_dropout_p_zero_is_identity", "test_dropout_eval_mode_is_identity", "test_dropout_p_one_gives_zeros",
             "test_dropout_rejects_p_outside_unit_interval"} <= passed, passed
     assert 0 < float(table["hang_above_0_4"]["dropout"]) < FULL["dropout"], table["hang_above_0_4"]
+
+
+def test_a_failure_inside_a_passing_part_names_the_callers_line_not_a_dependency(tmp_path):
+    """The decoder hands cross-attention a key of the wrong shape: the error surfaces inside
+    attention.py, whose own checks pass, so the line says where, and from which line of decoder.py."""
+    transformer = Lab.load(KIT / "source" / "transformer")
+    decoder = (transformer.reference / "decoder.py").read_text().replace(
+        "self.cross_attn(x, memory, memory)", "self.cross_attn(x, memory.transpose(1, 2), memory)")
+    submission = submission_with(tmp_path, {"decoder": decoder}, transformer)
+    run = subprocess.run([sys.executable, "-m", "autograder", "check", "--lab", "transformer", "--submission",
+                          str(submission), "--checks", str(transformer.checks)], cwd=KIT, capture_output=True,
+                         text=True, timeout=900)
+    line = next(n for n, text in enumerate(decoder.splitlines(), start=1) if "memory.transpose(1, 2)" in text)
+    assert "surfaced inside attention.py: " in run.stdout and f"(decoder.py line {line})" in run.stdout, run.stdout
+    assert "depends on attention" not in run.stdout, run.stdout

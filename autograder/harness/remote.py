@@ -61,6 +61,7 @@ class Failure:
     loading: tuple[str, ...] = ()  # a hung import: the files that never finished loading
     signal: str = ""  # a crash: the signal that ended the process ("SIGSEGV")
     exit_code: int | None = None  # ... or the code it exited with
+    called_from: str = ""  # the submission's outermost line, when ``file`` is another module ("model.py line 4")
 
     def data(self) -> dict:
         """The fields that say something (for results.json)."""
@@ -699,7 +700,7 @@ def error_from(error, where: str) -> StudentError:
     error = error if isinstance(error, dict) else {}
     said = {key: printable(str(error.get(key, default))[:4000]) for key, default in
             (("kind", "exception"), ("message", "failed"), ("type", ""), ("where", where), ("trace", ""),
-             ("file", ""), ("phase", ""))}
+             ("file", ""), ("phase", ""), ("called_from", ""))}
     line = error.get("line")
     loading = error.get("loading")
     if said["kind"] == "memory":  # the ceiling is the judge's to name
@@ -707,6 +708,7 @@ def error_from(error, where: str) -> StudentError:
                            f"{sandbox.Limits().memory_bytes / 2**30:g} GiB ({said['message']})")
     return StudentError(said["kind"], said["message"], said["type"], said["where"], said["trace"], file=said["file"],
                         line=line if isinstance(line, int) else 0, phase=said["phase"],
+                        called_from=said["called_from"][:200],
                         loading=tuple(printable(str(f))[:200] for f in loading[:10]) if isinstance(loading, list) else ())
 
 

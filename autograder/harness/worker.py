@@ -34,7 +34,8 @@ earlier checks did.
 Answers: {"ok": value} or {"error": {"kind", "type", "message", "where", "trace", "file", "line",
 "phase"}}: what went wrong is in ``kind`` (``not_implemented``, ``exception``, ``memory``,
 ``import``, ``missing``, ``timeout``, ``bad_value``, ``bad_request``), where it happened in
-``file`` and ``line`` (the submission's innermost frame) and ``phase`` is ``import`` when it
+``file`` and ``line`` (the submission's innermost frame; ``called_from``: its outermost, when in
+another file) and ``phase`` is ``import`` when it
 happened while a module was loading (a time-out then lists the files that never finished
 loading in ``loading``).
 """
@@ -351,6 +352,8 @@ def error_answer(exc: BaseException, request: dict, root: str, timeout: float) -
     if frames:  # a call that began at a module's top level happened while it was imported
         answer.update(file=frames[-1].filename, line=frames[-1].lineno or 0,
                       phase="import" if frames[0].name == "<module>" else "")
+        if frames[0].filename != frames[-1].filename:  # the submission's own line that led into another file
+            answer["called_from"] = f"{frames[0].filename} line {frames[0].lineno or 0}"
     if isinstance(exc, CallTimeout):
         if answer["phase"] == "import":
             loading = list(dict.fromkeys(f.filename for f in frames if f.name == "<module>"))

@@ -1,7 +1,8 @@
-"""Which other parts' modules may have cost a part its failed checks: the feedback of that part
-says so in one line (a part whose module builds a class of another part's module; a module that
-does not import fails the checks of every part that imports it). Works on check entries as the
-plugin and the reports hold them (``part``, ``passed``, ``failure``)."""
+"""Which other parts' modules a part's failed checks lead to: the feedback of that part says so
+in one line. "depends on X" only when X fails its own checks (a part whose module builds a class
+of X's; a module that does not import fails the checks of every part that imports it); when X
+passes them, where the failure surfaced and the part's own line that called into X. Works on
+check entries as the plugin and the reports hold them (``part``, ``passed``, ``failure``)."""
 
 from __future__ import annotations
 
@@ -9,23 +10,36 @@ from autograder.lab import Lab
 
 
 def dependencies(lab: Lab, part: str, checks: list[dict]) -> list[dict]:
-    """Other parts' modules that may have cost ``part`` its failed checks (of ``checks``): those
-    its failures stopped inside (the failure's file) and those it builds on (``uses`` in
-    lab.toml) that failed checks too. ``[{"part", "stopped_inside": count, "failed_too": bool}]``."""
+    """Other parts' modules that ``part``'s failed checks (of ``checks``) lead to: those its
+    failures stopped inside (the failure's file) and those it builds on (``uses`` in lab.toml)
+    that failed checks too. ``[{"part", "stopped_inside": count, "failed_too": bool,
+    "called_from": the part's own line that led there, when known}]``."""
     failed = [c for c in checks if not c["passed"]]
     if not any(c["part"] == part for c in failed):
         return []
     found = []
     for other in lab.part_ids:
-        stopped = sum(c["part"] == part and c.get("failure", {}).get("file") == f"{other}.py" for c in failed)
+        inside = [c for c in failed if c["part"] == part and c.get("failure", {}).get("file") == f"{other}.py"]
         failed_too = any(c["part"] == other for c in failed)
-        if other != part and (stopped or (other in lab.part(part).uses and failed_too)):
-            found.append({"part": other, "stopped_inside": stopped, "failed_too": failed_too})
+        if other != part and (inside or (other in lab.part(part).uses and failed_too)):
+            called_from = next((c["failure"]["called_from"] for c in inside if c["failure"].get("called_from")), "")
+            found.append({"part": other, "stopped_inside": len(inside), "failed_too": failed_too,
+                          "called_from": called_from})
     return found
+
+
+def dependency_label(dependency: dict) -> str:
+    """The line's opening words: "depends on X" only when X fails its own checks."""
+    other = dependency["part"]
+    return f"depends on {other}" if dependency["failed_too"] else f"surfaced inside {other}.py"
 
 
 def dependency_sentence(part: str, dependency: dict) -> str:
     other, stopped = dependency["part"], dependency["stopped_inside"]
+    if not dependency["failed_too"]:
+        called = dependency.get("called_from")
+        return (f"{stopped} failed check{'s' if stopped > 1 else ''} of {part} stopped inside {other}.py, whose own "
+                f"checks pass: look at how {part}.py calls it{f' ({called})' if called else ''}.")
     if stopped:
         why = f"{stopped} failed check{'s' if stopped > 1 else ''} of {part} stopped inside {other}.py"
         why += f", and {other}'s own checks fail too" if dependency["failed_too"] else ""

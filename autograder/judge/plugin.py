@@ -31,7 +31,7 @@ from autograder.authoring.release import hidden_line_ranges
 from autograder.files import write_atomically
 from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET, RemoteCode, StudentError
 from autograder.judge.checks import CheckFailure
-from autograder.judge.dependencies import dependencies, dependency_sentence
+from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence
 from autograder.judge.internals import scan_submission, submission_loads
 from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
@@ -438,7 +438,7 @@ class Scoreboard:
                     write(f"  {line}")
                 write(f"  hint: {hint(first)}")
                 for dependency in dependencies(lab, part, list(self.results.values())):
-                    write(f"  depends on {dependency['part']}: {dependency_sentence(part, dependency)}")
+                    write(f"  {dependency_label(dependency)}: {dependency_sentence(part, dependency)}")
         for reach in self.config.stash.get(REACHES, [])[:5]:
             write(printable(f"not allowed: {reach.file} line {reach.line}: your code {reach.what}, reaching into internals "
                             "(the checks that forbid a library function or count calls give no points)"), red=True)

@@ -19,7 +19,7 @@ import mistune
 from markupsafe import Markup
 
 from autograder.files import write_atomically
-from autograder.judge.dependencies import dependencies, dependency_sentence
+from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence
 from autograder.lab import Lab
 from autograder.reports.heatmap import heatmap_svg
 from autograder.reports.records import hidden_line, points
@@ -61,7 +61,8 @@ def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
             "id": part, "title": lab.part(part).title, "points": got, "max_points": out_of,
             "state": state(got, out_of), "passed": sum(c["passed"] for c in checks), "checks": len(checks),
             "mistakes": [m for m in mistakes if m["public"] or m["hidden"]],
-            "depends": [{"part": d["part"], "sentence": dependency_sentence(part, d)} for d in dependencies(lab, part, seen)],
+            "depends": [{"label": dependency_label(d), "sentence": dependency_sentence(part, d)}
+                        for d in dependencies(lab, part, seen)],
             "failed": [{"name": c["name"], "points": c["points"], "about": c.get("about", ""),
                         "message": printable(c["message"].strip()),
                         "picture": (c.get("failure") or {}).get("picture")} for c in failed],
@@ -97,7 +98,7 @@ def feedback_markdown(lab: Lab, record: dict, hidden: bool = True) -> str:
         lines += [f"## {part['id']}: {part['points']:g} / {part['max_points']:g}", ""]
         for mistake in part["mistakes"]:
             lines += [f"**Known mistake: {mistake['title']}** ({matched(mistake, hidden)}). {mistake['hint']}", ""]
-        lines += [f"- **depends on {d['part']}**: {d['sentence']}" for d in part["depends"]]
+        lines += [f"- **{d['label']}**: {d['sentence']}" for d in part["depends"]]
         for check in part["failed"]:
             message = markdown_block(check["message"]).replace("\n", "\n  ")
             lines.append(f"- ✗ {markdown_span(check['name'])} ({check['points']:g} pt):\n\n  {message}\n")
