@@ -18,10 +18,16 @@ def test_expect_close_names_shape_and_first_differing_entry():
         "out: expected shape (3, 2), got (2, 3)"
     got = torch.tensor([[0.1, 0.2], [0.3, 0.9]])
     text = message(lambda: expect_close(got, torch.tensor([[0.1, 0.2], [0.3, 0.4]]), "w", source="000 In [5]"))
-    assert "1 of 4 entries differ; first at [1, 1]: expected 0.4000, got 0.9000" in text and "000 In [5]" in text
+    assert "1 of 4 entries differ; first at [1, 1]: expected 0.4, got 0.9 (off by 0.5); allowed: atol 0.0001" in text
+    assert "000 In [5]" in text
+    # As many digits as it takes to see the difference (4 digits showed "expected 0.0435, got 0.0435").
+    close = message(lambda: expect_close(torch.tensor([0.0435118], dtype=torch.float64),
+                                         torch.tensor([0.0435112], dtype=torch.float64), "w", atol=1e-7))
+    assert "expected 0.043511, got 0.043512 (off by 6e-07); allowed: atol 1e-07" in close, close
     assert "expected a tensor, got NoneType" in message(lambda: expect_close(None, torch.zeros(1), "grad"))
     expect_close(torch.tensor([float("-inf"), 1.0]), torch.tensor([float("-inf"), 1.0]), "masked")
-    assert "got nan" in message(lambda: expect_close(torch.tensor([float("nan")]), torch.tensor([0.0]), "w"))
+    assert "expected 0, got NaN (not a number)" in message(lambda: expect_close(torch.tensor([float("nan")]),
+                                                                                 torch.tensor([0.0]), "w"))
 
 
 LIBRARY_SOFTMAX = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax")

@@ -49,8 +49,20 @@ def _index(flat: int, shape) -> list[int]:
     return index[::-1]
 
 
-def _fmt(value) -> str:
-    return f"{value:.4f}" if isinstance(value, float) and math.isfinite(value) else str(value)
+def _differing(want: float, got: float) -> str:
+    """"expected W, got G" with as many digits as it takes to see them differ, the difference, and
+    NaN and infinities named as such."""
+    def said(value: float, digits: int) -> str:
+        if math.isnan(value):
+            return "NaN (not a number)"
+        return f"{value:.{digits}g}" if math.isfinite(value) else ("+inf" if value > 0 else "-inf")
+    digits = next((d for d in range(4, 18) if said(want, d) != said(got, d)), 17)
+    text = f"expected {said(want, digits)}, got {said(got, digits)}"
+    if math.isfinite(want) and math.isfinite(got):
+        text += f" (off by {abs(got - want):.3g})"
+    elif math.isnan(want) and math.isnan(got):
+        text += " (NaN never equals NaN: the expected value is undefined here)"
+    return text
 
 
 def expect_tensor(actual, what: str, *, shape=None, dtype=None, expected=None) -> torch.Tensor:
@@ -92,7 +104,7 @@ def expect_close(actual, expected, what: str, *, atol: float = 1e-4, rtol: float
     got, want = a.reshape(-1)[first].item(), e.reshape(-1)[first].item()
     tolerance = f"atol {atol:g}" + (f", rtol {rtol:g}" if rtol else "")
     fail(f"{what}: {int(bad.sum())} of {bad.numel()} entries differ; first at {index}: "
-         f"expected {_fmt(want)}, got {_fmt(got)} ({tolerance}){where}",
+         f"{_differing(want, got)}; allowed: {tolerance}{where}",
          actual=actual, expected=expected, differ=~close, constants=constants)
 
 
