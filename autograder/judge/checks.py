@@ -131,12 +131,14 @@ def expect_unmodified(original: torch.Tensor, after, what: str) -> None:
         fail(f"{what} modified its input in place; build a new tensor instead (e.g. masked_fill, not masked_fill_)")
 
 
-def expect_gradient(got, expected, what: str, atol: float = 1e-5, rtol: float = 1e-4) -> None:
-    """A gradient that exists (the graph reaches it) and equals trusted autograd's."""
+def expect_gradient(got, expected, what: str, atol: float = 1e-5, rtol: float = 1e-4,
+                    constants: dict[str, float] | None = None) -> None:
+    """A gradient that exists (the graph reaches it) and equals trusted autograd's; the message
+    says which of the two failed."""
     if got is None:
-        fail(f"{what}: expected a gradient tensor, got None (the computation graph was cut: no .detach(), "
+        fail(f"{what}: missing, got None (the computation graph was cut: no .detach(), "
              "torch.no_grad(), .data or new tensors built from .tolist()/.item() on the way)")
-    expect_close(got, expected, what, atol=atol, rtol=rtol)
+    expect_close(got, expected, f"{what}: wrong", atol=atol, rtol=rtol, constants=constants)
 
 
 def expect_finite(actual, what: str) -> torch.Tensor:

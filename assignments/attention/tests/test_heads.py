@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_reused, expect_student_error,
-                                     expect_tensor, expect_unmodified, fail, random_tensor)
+from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_gradient, expect_reused,
+                                     expect_student_error, expect_tensor, expect_unmodified, fail, random_tensor)
 from document_tensors import MHA_SEED123, WRAPPER_SEED123, YOUR_JOURNEY
 from trusted import causal_weights, dropped_out
 
@@ -225,15 +225,12 @@ def test_mha_gradients_reach_all_parameters(student):
     x_leaf = x.clone().requires_grad_(True)
     _trusted_mha(x_leaf, {**params, "mask": state["mask"]}, 2).backward(upstream)
     answer = mha.grad(x, upstream=upstream)
-    expect_close(answer["inputs"][0], x_leaf.grad,
-                 "gradient of MultiHeadAttention's output with respect to its input (None: the graph was cut)",
-                 atol=1e-5, rtol=1e-4)
+    expect_gradient(answer["inputs"][0], x_leaf.grad, "gradient of MultiHeadAttention's output with respect to its input")
     for name, param in params.items():
         if name not in answer["parameters"]:
             fail(f"expected a parameter {name} in MultiHeadAttention, found {sorted(answer['parameters'])}")
-        expect_close(answer["parameters"][name], param.grad,
-                     f"gradient of MultiHeadAttention's output with respect to {name} (None: it took no part)",
-                     atol=1e-5, rtol=1e-4)
+        expect_gradient(answer["parameters"][name], param.grad,
+                        f"gradient of MultiHeadAttention's output with respect to {name}")
 
 
 def test_mha_dropout_only_in_training(student):
