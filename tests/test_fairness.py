@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from autograder.lab import Lab
-from conftest import KIT, LAB, PARTS, SOLUTIONS, submission_with
+from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, submission_with
 
 FULL = {"scores": 10, "softmax": 15, "projections": 20, "masking": 20, "dropout": 10, "heads": 25}
 LOOP = "    while True:\n        pass\n"
@@ -152,3 +152,25 @@ def test_a_failure_inside_a_passing_part_names_the_callers_line_not_a_dependency
     line = next(n for n, text in enumerate(decoder.splitlines(), start=1) if "memory.transpose(1, 2)" in text)
     assert "surfaced inside attention.py: " in run.stdout and f"(decoder.py line {line})" in run.stdout, run.stdout
     assert "depends on attention" not in run.stdout, run.stdout
+
+
+def test_form_that_does_not_change_behaviour_costs_nothing(tmp_path):
+    """Parameter-free extra submodules (an `nn.ReLU()`, an `nn.Softmax(-1)`) and a creation order no
+    seeded check needs: full points in lab 2 (each cost 2 to 2.5 points before)."""
+    transformer = Lab.load(KIT / "source" / "transformer")
+    feedforward = (transformer.reference / "feedforward.py").read_text()
+    attention = (transformer.reference / "attention.py").read_text()
+    encoder = (transformer.reference / "encoder.py").read_text()
+    changed = {
+        "feedforward": feedforward.replace("        self.linear1 = nn.Linear(d_model, d_ff)\n",
+                                           "        self.linear1 = nn.Linear(d_model, d_ff)\n        self.relu = nn.ReLU()\n"),
+        "attention": attention.replace("        self.dropout = nn.Dropout(dropout)\n",
+                                       "        self.dropout = nn.Dropout(dropout)\n        self.softmax = nn.Softmax(-1)\n"),
+        "encoder": encoder.replace("        self.norm1 = LayerNorm(d_model)\n        self.norm2 = LayerNorm(d_model)\n",
+                                   "        self.norm2 = LayerNorm(d_model)\n        self.norm1 = LayerNorm(d_model)\n"),
+    }
+    assert all(changed[module] != text for module, text in (("feedforward", feedforward), ("attention", attention),
+                                                              ("encoder", encoder)))
+    results = grade(submission_with(tmp_path, changed, transformer), tmp_path / "results.json", lab=transformer)
+    assert results["total"] == results["max_total"], [(c["check"], c["message"][:200]) for c in results["checks"]
+                                                      if not c["passed"]]

@@ -196,6 +196,27 @@ def expect_reused(sub, own, inputs: tuple, what: str) -> None:
                                              "(the layer must reuse that module, not a copy of it)")
 
 
+def expect_children(info: dict, expected: list[list[str]], what: str, ordered: bool) -> None:
+    """A module's children (from ``structure()``) are ``expected`` (``[name, type]`` pairs), in that
+    order when ``ordered`` (only where a seeded check needs it: seeded initialisation draws in
+    creation order). A child holding no parameter that ``expected`` does not name (an extra
+    ``nn.ReLU()``) changes nothing and is accepted. The message names the first entry that differs."""
+    holders = {name.split(".")[0] for name, _ in info["all_parameters"]}
+    named = {name for name, _ in expected}
+    found = [list(child) for child in info["children"] if child[0] in named or child[0] in holders]
+    if (found if ordered else sorted(found)) == (expected if ordered else sorted(expected)):
+        return
+    if not ordered:
+        missing = [child for child in expected if child not in found]
+        extra = [child for child in found if child not in expected]
+        fail(f"{what}: expected the submodules {expected} (in any order); missing {missing}, not expected {extra}")
+    first = next(i for i in range(max(len(found), len(expected)))
+                 if i >= len(found) or i >= len(expected) or found[i] != expected[i])
+    fail(f"{what}: expected the submodules {expected} in this order (seeded initialisation follows it); the first "
+         f"that differs is number {first + 1}: expected {expected[first] if first < len(expected) else 'none'}, "
+         f"got {found[first] if first < len(found) else 'none'}")
+
+
 def expect_student_error(call, error_type: str, what: str) -> StudentError:
     """``call()`` must make the student's code raise ``error_type`` (a name such as "ValueError")."""
     try:

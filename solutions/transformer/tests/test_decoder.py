@@ -2,7 +2,8 @@
 
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import expect_close, expect_gradient, expect_reused, fail, load_weights, random_tensor
+from autograder.judge.checks import (expect_children, expect_close, expect_gradient, expect_reused, load_weights,
+                                     random_tensor)
 from trusted import (D_FF, EMBEDDING_DIM, HEADS, SETUP, TOKENS, decoder, decoder_state, torch_decoder_output,
                      with_dropout)
 
@@ -19,14 +20,13 @@ def loaded(side, state=STATE, d_model=EMBEDDING_DIM, num_heads=HEADS, d_ff=D_FF,
 
 def test_decoder_structure(student):
     """Contract: self_attn, cross_attn (attention.MultiHeadAttention), ff (feedforward.FeedForward), norm1, norm2,
-    norm3 (layernorm.LayerNorm) and dropout, created in that order."""
+    norm3 (layernorm.LayerNorm) and dropout."""
     layer = student.decoder.DecoderLayer(8, 2, 16, 0.1)
-    children = layer.structure()["children"]
+    info = layer.structure()
     expected = [["self_attn", "attention.MultiHeadAttention"], ["cross_attn", "attention.MultiHeadAttention"],
                 ["ff", "feedforward.FeedForward"], ["norm1", "layernorm.LayerNorm"], ["norm2", "layernorm.LayerNorm"],
                 ["norm3", "layernorm.LayerNorm"], ["dropout", DROPOUT]]
-    if children != expected:
-        fail(f"DecoderLayer(8, 2, 16, 0.1): expected the submodules {expected} in this order, got {children}")
+    expect_children(info, expected, "DecoderLayer(8, 2, 16, 0.1)", ordered=False)  # weights load by name
     x = random_tensor(74, 2, 5, 8)
     reused = [(attention, student.attention.MultiHeadAttention(8, 2, 0.1), (x, x, x))
               for attention in ("self_attn", "cross_attn")]
