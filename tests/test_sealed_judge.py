@@ -349,3 +349,25 @@ def test_what_hidden_checks_caused_is_not_in_the_feedback_shown_before_publicati
     assert "timed out: masking.CausalAttention.forward" in rows(out, LAB)["a_probe"]["status"]  # the probe ran
     shown = json.loads((out / LAB.name / "students" / "a_probe" / "results.json").read_text())["output"]
     assert "timed out" not in shown and "your code printed" not in shown, shown
+
+
+def test_the_order_of_known_mistakes_before_publication_depends_on_public_checks_alone():
+    """The second red team: two mistakes tied on public checks, one of them also matched by a
+    hidden check (which code can make depend on a hidden input): the order shown before
+    publication must not change with the hidden matches."""
+    from autograder.reports.feedback import feedback_view
+    from autograder.reports.records import student_record
+
+    def record(hidden_matches: str) -> dict:
+        mistakes = {"a": {"id": "scores.a", "title": "A", "hint": ""}, "b": {"id": "scores.b", "title": "B", "hint": ""}}
+        checks = [{"part": "scores", "check": f"test_{i}", "hidden": False, "points": 1.0, "passed": False,
+                   "message": "wrong", "failure": {"kind": "wrong"}, "diagnoses": [mistakes[m]]}
+                  for i, m in enumerate("aabb")]
+        checks.append({"part": "scores", "check": "test_hidden", "hidden": True, "points": 1.0, "passed": False,
+                       "message": "", "failure": {"kind": "wrong"}, "diagnoses": [mistakes[hidden_matches]]})
+        raw = {"checks": checks, "parts": {"scores": {"points": 0.0, "max_points": 5.0}}}
+        return student_record(LAB, "a_probe", raw, [], [], None, 1.0)
+
+    shown = [[m["id"] for m in feedback_view(LAB, record(matched), hidden=False)["parts"][0]["mistakes"]]
+             for matched in "ab"]
+    assert shown[0] == shown[1], shown

@@ -76,7 +76,7 @@ class Library:
 # and torch.sys, torch.ctypes, torch.builtins, torch.importlib are the standard library's), but
 # the few of LIBRARIES.
 TORCH_SUBMODULES_DENIED = frozenset({
-    "accelerator", "amp", "ao", "backends", "builtins", "classes", "compiler", "cpp", "cpu",
+    "accelerator", "amp", "ao", "builtins", "classes", "compiler", "cpp", "cpu",
     "ctypes", "distributed", "distributions", "export", "func", "functional", "functools", "futures", "fx",
     "glob", "hub", "importlib", "inspect", "jit", "library", "masked", "math", "monitor", "mps", "mtia",
     "multiprocessing", "nested", "ops", "optim", "os", "overrides", "package", "platform", "profiler",
@@ -125,8 +125,12 @@ TORCH_INTERNALS = TORCH_SUBMODULES_DENIED | frozenset({
 # (numpy, os, inspect, importlib, gc, ctypes, operator ...) reaches further than a lab module
 # should; a module's attributes that are modules are denied unless they are allowed modules.
 LIBRARIES: Mapping[str, Library] = {
-    "torch": Library(submodules=frozenset({"nn", "linalg", "special", "fft", "cuda", "autograd"}),
+    "torch": Library(submodules=frozenset({"nn", "linalg", "special", "fft", "cuda", "autograd", "backends"}),
                      denied=TORCH_INTERNALS),
+    # Device boilerplate: whether a backend is there, nothing else of them.
+    "torch.backends": Library(submodules=frozenset({"mps", "cuda"}), only=frozenset()),
+    "torch.backends.mps": Library(only=frozenset({"is_available", "is_built"})),
+    "torch.backends.cuda": Library(only=frozenset({"is_built"})),
     # A custom autograd function is a lesson of its own, not a way in: its class and the gradient calls only.
     "torch.autograd": Library(only=frozenset({"Function", "grad", "backward"})),
     "torch.nn": Library(submodules=frozenset({"functional", "init", "parameter"}), denied=frozenset(
@@ -183,6 +187,9 @@ _FRAMES_AND_CODE = frozenset({
 INTERPRETER_ATTRIBUTES: Mapping[str, str] = {
     **{name: "the interpreter's frames and code" for name in _FRAMES_AND_CODE},
     **{name: "raw memory" for name in ("ctypes", "from_address", "from_buffer", "from_buffer_copy", "in_dll")},
+    # A storage's .type(name) imports any dotted name (torch._utils._type): a module loaded out of
+    # the judge's sight. No lab reads storages.
+    **{name: "a tensor's raw storage" for name in ("storage", "untyped_storage", "typed_storage")},
     "from_file": "opens a file",
     "compile": "compiles code out of the grader's sight",  # nn.Module.compile is torch.compile
 }
@@ -316,11 +323,30 @@ def _parse(data: bytes) -> ast.Module | Reach | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes and the like are the student's business
-            return ast.parse(data)
+            tree = ast.parse(data)
+        tree.body = [kept for node in tree.body for kept in _run_on_import(node)]
+        return tree
     except (SyntaxError, ValueError):
         return None
     except (RecursionError, MemoryError):
         return Reach("", 1, "is nested too deeply to be checked")
+
+
+def _run_on_import(node: ast.stmt) -> list[ast.stmt]:
+    """``node``, or of an ``if __name__ == "__main__":`` block only its ``else`` (the block is a
+    student's self-test: it never runs when the grader imports the module, and rebinding
+    ``__name__`` is flagged)."""
+    test = node.test if isinstance(node, ast.If) else None
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and {_name_or_text(test.left), _name_or_text(test.comparators[0])} == {"__name__", "'__main__'"}):
+        return node.orelse
+    return [node]
+
+
+def _name_or_text(expr: ast.AST) -> str | None:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    return repr(expr.value) if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
 
 
 def _scan(source: str | bytes, filename: str, own: frozenset[str],

@@ -60,7 +60,10 @@ def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
         parts.append({
             "id": part, "title": lab.part(part).title, "points": got, "max_points": out_of,
             "state": state(got, out_of), "passed": sum(c["passed"] for c in checks), "checks": len(checks),
-            "mistakes": [m for m in mistakes if m["public"] or m["hidden"]],
+            # Ordered by what this view counts: before publication, the order must not tell what
+            # hidden checks matched (a student could make that depend on a hidden input).
+            "mistakes": sorted((m for m in mistakes if m["public"] or m["hidden"]),
+                               key=lambda m: (-(m["public"] + m["hidden"]), m["id"])),
             "depends": [{"label": dependency_label(d), "sentence": dependency_sentence(part, d)}
                         for d in dependencies(lab, part, seen)],
             "failed": [{"name": c["name"], "points": c["points"], "about": c.get("about", ""),
