@@ -471,16 +471,17 @@ class RemoteCode:
         where = str(request.get("target") or (request.get("specs") or [[request["op"]]])[0][0])
         if self._shared["reaches"]:
             self._keep_rules(request, module_of(where))
-        key = hashlib.sha256(encode(request)).digest()  # the call, whichever check makes it
+        encoded = encode(request)
+        key = hashlib.sha256(encoded).digest()  # the call, whichever check makes it
         memo = self._shared["memo"]
         if memo is not None and request["op"] == "call" and not request.get("echo_args"):
             if key not in memo:
-                answer = self._answer(self.ask(self._frame(request), where, key), where, key)
+                answer = self._answer(self.ask(self._frame(request, encoded), where, key), where, key)
                 if contains_handle(answer):
                     return self._wrap(answer, where) if wrap else answer
                 memo[key] = answer
             return copy.deepcopy(memo[key])
-        frame = self._frame(request)
+        frame = self._frame(request, encoded)
         recording = self._shared["recording"]
         answer = b""  # stays empty when no answer came (a time-out, a crash, the budget)
         try:
@@ -513,11 +514,13 @@ class RemoteCode:
                 self.close()
         self._shared["loaded"] |= loads
 
-    def _frame(self, request: dict) -> bytes:
-        """The request encoded; the first one of a check that reaches the worker is marked fresh."""
-        if self._shared["fresh"]:
-            request["fresh"] = True
-            self._shared["fresh"] = False
+    def _frame(self, request: dict, encoded: bytes) -> bytes:
+        """The request as sent: ``encoded``, or, for the first one of a check that reaches the worker,
+        encoded again marked fresh (the only request encoded twice)."""
+        if not self._shared["fresh"]:
+            return encoded
+        request["fresh"] = True
+        self._shared["fresh"] = False
         return encode(request)
 
     # -- one check at a time --------------------------------------------------------------------
