@@ -30,6 +30,9 @@ class Part:
     weight: float
     title: str = ""
     uses: tuple[str, ...] = ()  # parts whose modules this part's module builds on
+    # Its checks that judge it end to end, through the parts it uses: all a mistake in one of those
+    # may cost it (every other check judges this part's own wiring).
+    end_to_end: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
@@ -48,8 +51,8 @@ class Lab:
         path = Path(folder) / DECLARATION
         try:
             declared = tomllib.loads(path.read_text(encoding="utf-8"))
-            parts = tuple(Part(p["id"], float(p["weight"]), p.get("title", ""), tuple(p.get("uses", ())))
-                          for p in declared["parts"])
+            parts = tuple(Part(p["id"], float(p["weight"]), p.get("title", ""), tuple(p.get("uses", ())),
+                               tuple(p.get("end_to_end", ()))) for p in declared["parts"])
             lab = cls(Path(folder).resolve().name, declared["title"], parts)
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise LabError(f"{path}: not a lab declaration ({type(exc).__name__}: {exc})") from exc

@@ -79,6 +79,35 @@ def test_hidden_checks_are_the_ones_fenced_in_points_toml(lab, solution_results)
 KNOWN_MISTAKES = {lab.name: load_catalogue(lab.checks) for lab in LABS}
 
 
+def test_a_part_built_on_others_declares_its_end_to_end_checks(lab):
+    points = tomllib.loads((lab.checks / "points.toml").read_text())
+    for part in lab.parts:
+        assert bool(part.uses) == bool(part.end_to_end), part  # judged on its wiring, save a declared share
+        assert set(part.end_to_end) <= set(points[part.id]), part
+        assert sum(points[part.id][check] for check in part.end_to_end) <= part.weight / 4, part  # a small share
+
+
+def used_part_mistakes():
+    for lab in LABS:
+        used = {u for part in lab.parts for u in part.uses}
+        for part in sorted(used):
+            for mistake in KNOWN_MISTAKES[lab.name].get(part, []):
+                yield pytest.param(lab, part, mistake, id=f"{lab.name}-{part}-{mistake.name}")
+
+
+@pytest.mark.parametrize("lab, part, mistake", list(used_part_mistakes()))
+def test_a_mistake_costs_the_parts_built_on_it_at_most_their_end_to_end_share(tmp_path, lab, part, mistake):
+    """One mistake costs one mistake: a part built on the mistaken one is judged on its own wiring, and
+    loses at most the points of its declared end-to-end checks."""
+    submission = submission_with(tmp_path, {part: mistake.apply((lab.reference / f"{part}.py").read_text())}, lab)
+    results = grade(submission, tmp_path / "results.json", lab=lab)
+    points = tomllib.loads((lab.checks / "points.toml").read_text())
+    for user in (p for p in lab.parts if part in p.uses):
+        row = results["parts"][user.id]
+        share = sum(points[user.id][check] for check in user.end_to_end)
+        assert row["max_points"] - row["points"] <= share, (user.id, failed(results, user.id))
+
+
 def wrong_module_cases():
     for lab in LABS:
         for manifest in sorted((WRONG_MODULES / lab.name).glob("*/mistakes.toml")):

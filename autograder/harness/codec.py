@@ -29,6 +29,9 @@ DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 1024 * 1024
 
+# A request's "seed" that leaves the worker's RNG where the previous request left it.
+CONTINUE_STREAM = "continue"
+
 
 class CodecError(ValueError):
     """A value that cannot be encoded, or a frame that is malformed or too large."""

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.harness import cgroup, sandbox
-from autograder.harness.codec import CodecError, HandleRef, decode_frame, encode, read_frame_bytes
+from autograder.harness.codec import CONTINUE_STREAM, CodecError, HandleRef, decode_frame, encode, read_frame_bytes
 from autograder.lab import KIT_ROOT
 from autograder.text import printable
 
@@ -394,7 +394,7 @@ class RemoteCode:
                  loads: dict[str, frozenset[str]] | None = None, _shared=None):
         self.root = Path(root).resolve()
         self.timeout, self.confined, self.budget, self.total_budget = timeout, confined, budget, total_budget
-        self._seed = seed
+        self._seed, self._streaming = seed, False
         self._shared = _shared if _shared is not None else {
             "worker": None, "sandbox": None, "spent": collections.Counter(), "memo": {} if memoize else None,
             "recording": None, "fresh": False, "answered": collections.deque(), "check_bytes": 0,
@@ -422,6 +422,15 @@ class RemoteCode:
         """The same submission, with every call made right after ``torch.manual_seed(seed)``."""
         return RemoteCode(self.root, self.timeout, self.confined, self.budget, seed=seed, total_budget=self.total_budget,
                           _shared=self._shared)
+
+    def stream(self, seed: int) -> "RemoteCode":
+        """The same submission, its calls drawing on one random stream: the first right after
+        ``torch.manual_seed(seed)``, each later one where the previous left the RNG (as the calls
+        inside one forward pass draw). A judge composing a layer's forward pass from its
+        submodules' calls draws what the layer itself would."""
+        view = self.seeded(seed)
+        view._streaming = True
+        return view
 
     def build_in_order(self, seed: int, *specs) -> list["Handle"]:
         """Construct ``(target, *args)`` specs one after another after a single ``manual_seed``."""
@@ -466,6 +475,8 @@ class RemoteCode:
         """Send one request (see :mod:`autograder.harness.worker`); the answer, with modules as
         :class:`Handle` objects (or, with ``wrap=False``, as the raw :class:`HandleRef`)."""
         request.setdefault("seed", self._seed)
+        if self._streaming:
+            self._seed = CONTINUE_STREAM
         if self._shared["forbid"]:
             request.setdefault("forbid", list(self._shared["forbid"]))
         where = str(request.get("target") or (request.get("specs") or [[request["op"]]])[0][0])
@@ -825,6 +836,11 @@ class Handle:
 
     def __call__(self, *args, **kwargs):
         return self._method("forward", *args, **kwargs)
+
+    def using(self, student: RemoteCode) -> "Handle":
+        """This module, its calls made through ``student`` (a seeded or streaming view of the same
+        submission)."""
+        return Handle(student, self._ref, self.origin)
 
     def train(self, mode: bool = True) -> "Handle":
         self._method("train", mode)

@@ -28,6 +28,8 @@ PyTorch operators such as ``"aten._softmax"`` whatever Python name reaches them,
 instead of running while it is served: a part that asks students to write one themselves)
 and ``"count": [names]`` (library functions whose calls are counted: the answer is then
 ``{"ok": value, "counts": {name: calls}}``), so a check judges the form of code by running it.
+A request's ``"seed"`` may be ``"continue"``: the RNG is left where the previous request left it, so
+several calls draw on one random stream in order, as the calls inside one forward pass do.
 Any request may carry ``"fresh": true`` (the first request of each check does): the worker
 first forgets the modules it built, so handle ids start again at 1 and do not depend on what
 earlier checks did.
@@ -54,7 +56,7 @@ import traceback
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from autograder.harness.codec import MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
+from autograder.harness.codec import CONTINUE_STREAM, MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
 
 DEFAULT_SEED = 0
 METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure", "submodule")
@@ -214,8 +216,9 @@ class Worker:
         seed = request.get("seed")
         if request.get("fresh"):
             self.handles.clear()
-        # The CPU generator is the one torch.manual_seed reseeds here (no accelerator), at 1% of the cost.
-        torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
+        if seed != CONTINUE_STREAM:
+            # The CPU generator is the one torch.manual_seed reseeds here (no accelerator), at 1% of the cost.
+            torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
         self.guards.serving(request)
         with self.guards.operators():
             return self.run(request)

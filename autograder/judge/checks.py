@@ -1,4 +1,5 @@
-"""Trusted helpers the graded checks judge with. None of them calls student code.
+"""Trusted helpers the graded checks judge with. None of them runs student code in the judge's
+process: where a helper uses the student's modules (handles), its calls go to the worker.
 
 Every failure raises :class:`CheckFailure` whose message says what was expected and what
 came back (shape, dtype, first differing entry); the pytest plugin prints that message
@@ -77,11 +78,27 @@ def expect_tensor(actual, what: str, *, shape=None, dtype=None, expected=None) -
     return actual
 
 
+def _close_entries(a: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, equal_nan: bool = False) -> torch.Tensor:
+    same_inf = torch.isinf(a) & torch.isinf(e) & (torch.sign(a) == torch.sign(e))
+    finite = torch.isfinite(a) & torch.isfinite(e)
+    close = same_inf | (finite & ((a - e).abs() <= atol + rtol * e.abs()))
+    return close | (torch.isnan(a) & torch.isnan(e)) if equal_nan else close
+
+
+def is_close(actual, expected, *, atol: float, rtol: float = 0.0) -> bool:
+    """Whether :func:`expect_close` would accept ``actual`` (no message, no failure)."""
+    if not isinstance(actual, torch.Tensor) or actual.shape != torch.as_tensor(expected).shape:
+        return False
+    expected = torch.as_tensor(expected).detach().to(torch.float64)
+    return bool(_close_entries(actual.detach().to(torch.float64), expected, atol, rtol).all())
+
+
 def expect_close(actual, expected, what: str, *, atol: float = 1e-4, rtol: float = 0.0, source: str = "",
-                 check_dtype: bool = False, constants: dict[str, float] | None = None) -> None:
+                 check_dtype: bool = False, constants: dict[str, float] | None = None, equal_nan: bool = False) -> None:
     """``actual`` equals ``expected`` entry by entry within ``atol + rtol * |expected|``.
 
-    -inf/inf must match exactly; NaN never matches. ``source`` names where the expected
+    -inf/inf must match exactly; NaN never matches, unless ``equal_nan`` (NaN where ``expected``
+    is NaN: a composition that reproduces the student's own NaN). ``source`` names where the expected
     tensor comes from (a document cell) and is appended to the message; ``constants`` names
     the scale factors a wrong answer may be off by (see :func:`fail`).
     """
@@ -93,9 +110,7 @@ def expect_close(actual, expected, what: str, *, atol: float = 1e-4, rtol: float
         actual = actual.to(expected.dtype)
     a = actual.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
-    same_inf = torch.isinf(a) & torch.isinf(e) & (torch.sign(a) == torch.sign(e))
-    finite = torch.isfinite(a) & torch.isfinite(e)
-    close = same_inf | (finite & ((a - e).abs() <= atol + rtol * e.abs()))
+    close = _close_entries(a, e, atol, rtol, equal_nan)
     if bool(close.all()):
         return
     bad = (~close).reshape(-1)
@@ -132,13 +147,18 @@ def expect_unmodified(original: torch.Tensor, after, what: str) -> None:
 
 
 def expect_gradient(got, expected, what: str, atol: float = 1e-5, rtol: float = 1e-4,
-                    constants: dict[str, float] | None = None) -> None:
+                    constants: dict[str, float] | None = None, wired: bool = False) -> None:
     """A gradient that exists (the graph reaches it) and equals trusted autograd's; the message
-    says which of the two failed."""
+    says which of the two failed. ``wired``: ``expected`` comes through the student's own submodules
+    (:func:`differentiable`), so where they give no gradient (None) or NaN, so may the layer."""
+    if wired and expected is None and got is None:
+        return
     if got is None:
         fail(f"{what}: missing, got None (the computation graph was cut: no .detach(), "
              "torch.no_grad(), .data or new tensors built from .tolist()/.item() on the way)")
-    expect_close(got, expected, f"{what}: wrong", atol=atol, rtol=rtol, constants=constants)
+    if wired and expected is None:
+        fail(f"{what}: expected none, as your own submodules give none, got a gradient")
+    expect_close(got, expected, f"{what}: wrong", atol=atol, rtol=rtol, constants=constants, equal_nan=wired)
 
 
 def expect_finite(actual, what: str) -> torch.Tensor:
@@ -193,7 +213,56 @@ def expect_reused(sub, own, inputs: tuple, what: str) -> None:
     sub.eval()
     own.eval()
     expect_close(sub(*inputs), own(*inputs), f"{what}: computes otherwise than the lab's own module with its weights "
-                                             "(the layer must reuse that module, not a copy of it)")
+                                             "(the layer must reuse that module, not a copy of it)", equal_nan=True)
+
+
+def expect_wired(actual, composed, what: str, *, reference=None, atol: float, rtol: float = 0.0) -> None:
+    """A layer built on others is judged on its own wiring: ``actual`` must equal ``composed``, what
+    the judge computes from the layer's own submodules' answers wired as the contract says
+    (:func:`differentiable`, or the handles themselves; NaN where they give NaN). An ``actual`` equal to ``reference`` (the
+    trusted layer) is right whatever its submodules do, so a layer that does not call a broken
+    submodule of its own is not blamed for it."""
+    if reference is not None and is_close(actual, reference, atol=atol, rtol=rtol):
+        return
+    expect_close(actual, composed, f"{what}, against your own submodules wired as the docstring says",
+                 atol=atol, rtol=rtol, equal_nan=True)
+
+
+class _RemoteStep(torch.autograd.Function):
+    """One call of a module in the worker as a step of the judge's autograd graph: the forward value
+    is the worker's answer; backward asks the worker for the module's vector-Jacobian product
+    (:meth:`Handle.grad` with the upstream gradient) and adds its parameters' gradients to
+    ``gradients`` under ``prefix``."""
+
+    @staticmethod
+    def forward(ctx, handle, gradients: dict, prefix: str, *args):
+        args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+        ctx.handle, ctx.gradients, ctx.prefix, ctx.args = handle, gradients, prefix, args
+        return expect_tensor(handle(*args), f"{handle.origin}(...)")
+
+    @staticmethod
+    def backward(ctx, upstream):
+        answer = ctx.handle.grad(*ctx.args, upstream=upstream.contiguous())
+        if not (isinstance(answer, dict) and isinstance(answer.get("parameters"), dict)
+                and isinstance(answer.get("inputs"), list) and len(answer["inputs"]) == len(ctx.args)):
+            fail(f"{ctx.handle.origin}: the worker's answer to a gradient request is malformed")
+        for name, grad in answer["parameters"].items():
+            key, before = ctx.prefix + str(name), ctx.gradients.get(ctx.prefix + str(name))
+            ctx.gradients[key] = grad if before is None else before if grad is None else before + grad
+        grads = []
+        for i, (arg, grad) in enumerate(zip(ctx.args, answer["inputs"])):
+            wanted = isinstance(arg, torch.Tensor) and arg.is_floating_point() and grad is not None
+            grads.append(expect_tensor(grad, f"{ctx.handle.origin}: the gradient of argument {i}", shape=arg.shape)
+                         .to(arg.dtype) if wanted else None)
+        return (None, None, None, *grads)
+
+
+def differentiable(handle, gradients: dict, prefix: str = ""):
+    """``handle`` (a module in the worker) as a function the judge's autograd differentiates
+    through: a judge composing a layer from its submodules gets the gradient the layer's own
+    wiring should give, and each submodule's parameter gradients in ``gradients`` (named
+    ``prefix`` + the submodule's own names, as in the layer's ``state_dict``)."""
+    return lambda *args: _RemoteStep.apply(handle, gradients, prefix, *args)
 
 
 def expect_children(info: dict, expected: list[list[str]], what: str, ordered: bool) -> None:

@@ -1,4 +1,5 @@
-"""Trusted weights and computations the checks compare with; no student code runs here.
+"""Trusted weights and computations the checks compare with; no student code runs here (a wiring
+check's calls into the student's own sub-layers go to the worker).
 
 Document 001 builds its layers from unseeded ``torch.rand`` weights and embeddings, so none of
 its printed values reproduces (../shared/notes/documents.md); what it fixes is the set-up: 7
@@ -12,6 +13,8 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+from autograder.judge.checks import differentiable
 
 TOKENS, EMBEDDING_DIM, HEADS, D_FF = 7, 32, 2, 64  # 001 In [11] and In [248]
 SETUP = "001's set-up: 7 tokens, EMBEDDING_DIM = 32, 2 heads, d_ff = 2 * EMBEDDING_DIM"
@@ -147,16 +150,46 @@ def attention(query, key, value, state, num_heads, mask=None, prefix="", drop=no
     return F.linear(merged, state[f"{prefix}out_proj.weight"], state.get(f"{prefix}out_proj.bias"))
 
 
-def encoder(x, state, num_heads, mask=None, drop=no_dropout):
-    x = layer_norm(x + drop(attention(x, x, x, state, num_heads, mask, "self_attn.", drop)), state, "norm1.")
-    return layer_norm(x + drop(feedforward(x, state, "ff.", drop)), state, "norm2.")
+# -- the layers' wiring, over sub-layers given as callables named as the layer's submodules -------------
+# The same wiring serves the judge's trusted layer (sub-layers computed from the weights) and the wiring
+# checks (the student's own submodules, called in the worker): a layer is judged on its own wiring.
+ENCODER_PARTS = ("self_attn", "ff", "norm1", "norm2")
+DECODER_PARTS = ("self_attn", "cross_attn", "ff", "norm1", "norm2", "norm3")
 
 
-def decoder(x, memory, state, num_heads, drop=no_dropout):
-    causal = future_positions(x.shape[1])
-    x = layer_norm(x + drop(attention(x, x, x, state, num_heads, causal, "self_attn.", drop)), state, "norm1.")
-    x = layer_norm(x + drop(attention(x, memory, memory, state, num_heads, None, "cross_attn.", drop)), state, "norm2.")
-    return layer_norm(x + drop(feedforward(x, state, "ff.", drop)), state, "norm3.")
+def encoder(x, parts, mask=None, drop=no_dropout):
+    x = parts["norm1"](x + drop(parts["self_attn"](x, x, x, mask)))          # (B, T, d)
+    return parts["norm2"](x + drop(parts["ff"](x)))                         # (B, T, d)
+
+
+def decoder(x, memory, parts, drop=no_dropout):
+    causal = future_positions(x.shape[1])                                   # (T, T), True = future
+    x = parts["norm1"](x + drop(parts["self_attn"](x, x, x, causal)))        # (B, T, d)
+    x = parts["norm2"](x + drop(parts["cross_attn"](x, memory, memory, None)))  # queries from x
+    return parts["norm3"](x + drop(parts["ff"](x)))                         # (B, T, d)
+
+
+def trusted_parts(state: dict, num_heads: int, names: tuple, drop=no_dropout) -> dict:
+    """The sub-layers ``names`` computed by the judge from ``state`` (dropout drawn by ``drop``)."""
+    def part(name):
+        if name.startswith("norm"):
+            return lambda x: layer_norm(x, state, f"{name}.")
+        if name == "ff":
+            return lambda x: feedforward(x, state, "ff.", drop)
+        return lambda q, k, v, mask: attention(q, k, v, state, num_heads, mask, f"{name}.", drop)
+    return {name: part(name) for name in names}
+
+
+def own_parts(layer, names: tuple, gradients: dict | None = None, stream=None) -> dict:
+    """The student's layer's own submodules ``names``, called in the worker: differentiable (their
+    parameters' gradients collected in ``gradients``) when given, drawing on ``stream`` (a
+    streaming view of the submission) when given."""
+    parts = {}
+    for name in names:
+        sub = layer.submodule(name)
+        sub = sub.using(stream) if stream is not None else sub
+        parts[name] = differentiable(sub, gradients, f"{name}.") if gradients is not None else sub
+    return parts
 
 
 def with_dropout(forward, p: float, seed: int):
@@ -166,11 +199,3 @@ def with_dropout(forward, p: float, seed: int):
     with torch.random.fork_rng(devices=[]):  # the judge's own random state is left as it was
         torch.manual_seed(seed)
         return forward(drop=lambda t: F.dropout(t, p, training=True))
-
-
-def gradients(forward, inputs: list, state: dict, upstream: torch.Tensor) -> tuple[list, dict]:
-    """Trusted autograd: the gradients of ``forward(*inputs, state)`` w.r.t. the inputs and every weight."""
-    leaves = [x.clone().requires_grad_(True) for x in inputs]
-    params = {name: value.clone().requires_grad_(True) for name, value in state.items()}
-    forward(*leaves, params).backward(upstream)
-    return [x.grad for x in leaves], {name: p.grad for name, p in params.items()}
