@@ -1,5 +1,9 @@
 """The checks grade correctly: reference 100, stubs 0, each wrong module caught, breakage contained."""
 
+import json
+import os
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -8,7 +12,7 @@ import torch
 from autograder.authoring.release import hidden_line_ranges
 from autograder.harness.remote import RemoteCode
 from autograder.judge.misconceptions import Diagnoser, Misconception, load_catalogue
-from conftest import LAB, LABS, PARTS, SOLUTIONS, WRONG_MODULES, grade, submission_with
+from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS, WRONG_MODULES, grade, submission_with
 
 
 def failed(results: dict, part: str | None = None) -> dict[str, str]:
@@ -74,6 +78,22 @@ def test_hidden_checks_are_the_ones_fenced_in_points_toml(lab, solution_results)
             fenced.add((part, line.split("=")[0].strip()))
     marked = {(c["part"], c["check"]) for c in solution_results["checks"] if c["hidden"]}
     assert marked == fenced
+
+
+def test_every_size_a_hidden_check_varies_a_public_check_varies_too(lab, tmp_path):
+    """No hidden surprise: each argument and tensor size the hidden checks vary (d_ff, d_ff / d_model, the
+    heads, a batch dim, a dtype), some public check varies too, so code that fixes it fails ``make check``."""
+    out = tmp_path / "sizes.json"
+    run = subprocess.run([sys.executable, str(KIT / "tests" / "request_sizes.py"), str(lab.reference), str(out)],
+                         cwd=KIT, env={**os.environ, "PYTHONPATH": str(KIT)}, capture_output=True, text=True,
+                         timeout=900)
+    assert run.returncode == 0 and out.is_file(), run.stdout[-3000:] + run.stderr[-3000:]
+    sizes = json.loads(out.read_text())
+    assert sizes["hidden"] and sizes["public"]
+    only_hidden = {name: {"hidden": values, "public": sizes["public"].get(name, [])}
+                   for name, values in sizes["hidden"].items()
+                   if len(values) > 1 and len(sizes["public"].get(name, [])) < 2}
+    assert only_hidden == {}
 
 
 KNOWN_MISTAKES = {lab.name: load_catalogue(lab.checks) for lab in LABS}

@@ -85,6 +85,10 @@ def test_sdpa_matches_torch(student):
                  "(3, 5) mask, True = hidden", atol=1e-5, rtol=1e-4)
     expect_close(student.attention.scaled_dot_product_attention(Q, K, V), F.scaled_dot_product_attention(Q, K, V),
                  "scaled_dot_product_attention(q, k, v) with q, k, v of shape (7, 16), no mask", atol=1e-5, rtol=1e-4)
+    query, key, value = (random_tensor(41 + i, 1, 3, t, 5, dtype=torch.float64) for i, t in enumerate((2, 4, 4)))
+    expect_close(student.attention.scaled_dot_product_attention(query, key, value),
+                 F.scaled_dot_product_attention(query, key, value), "scaled_dot_product_attention(q, k, v) with float64 "
+                 "q (1, 3, 2, 5), k and v (1, 3, 4, 5): other leading dims, the dtype kept", atol=1e-10, check_dtype=True)
 
 
 def test_sdpa_leaves_inputs_untouched(student):
@@ -138,12 +142,14 @@ def test_mha_matches_torch_document_setup(student):
 
 def test_mha_causal_mask_matches_torch(student):
     """Contract: a (T, T) mask, True = hidden, applies to every sequence and head, as nn.MultiheadAttention's
-    boolean attn_mask."""
+    boolean attn_mask (T = 7 and T = 4)."""
     state = mha_state(43, EMBEDDING_DIM)
-    x = random_tensor(44, 2, TOKENS, EMBEDDING_DIM)
-    causal = future_positions(TOKENS)
-    expect_close(loaded(student, state)(x, x, x, causal), torch_mha_output(state, x, x, x, HEADS, causal),
-                 "MultiHeadAttention(32, 2)(x, x, x, causal mask) on x of shape (2, 7, 32)", atol=1e-5, rtol=1e-4)
+    for tokens in (TOKENS, 4):
+        x = random_tensor(44, 2, tokens, EMBEDDING_DIM)
+        causal = future_positions(tokens)
+        expect_close(loaded(student, state)(x, x, x, causal), torch_mha_output(state, x, x, x, HEADS, causal),
+                     f"MultiHeadAttention(32, 2)(x, x, x, causal mask) on x of shape (2, {tokens}, 32)", atol=1e-5,
+                     rtol=1e-4)
 
 
 def test_mha_cross_attention_matches_torch(student):

@@ -193,8 +193,8 @@ def test_dropout_keeps_float64(student):
 
 def test_dropout_leaves_inputs_untouched(student):
     """Contract: the input tensor is not modified in place."""
-    x = random_tensor(61, 6, 7)
-    mask = random_mask(62, 6, 7)
+    x = random_tensor(61, 2, 6, 7)
+    mask = random_mask(62, 2, 6, 7)
     _, after = student.dropout.dropout.with_args(x.clone(), 0.5, mask.clone())
     expect_unmodified(x, after[0], "dropout(x, 0.5, keep_mask)")
     expect_unmodified(mask, after[2], "dropout(x, 0.5, keep_mask) (on keep_mask)")

@@ -61,15 +61,15 @@ def test_masked_scores_match_document(student):
 
 def test_mask_future_custom_fill(student):
     """001 In [230]/[231]: masking with -1e10 instead of -inf writes exactly -1e10 above the diagonal and
-    copies every other score unchanged (the document's masked matrix, then random scores)."""
+    copies every other score unchanged (the document's masked matrix; then random scores, with -1e9)."""
     masked = torch.tensor(MINUS_1E10_MASKED)
     # Lower triangle from the document, arbitrary values where the mask must write -1e10.
     scores = torch.where(future_positions(7), random_tensor(11, 7, 7, scale=20.0), masked)
     expect_equal(student.masking.mask_future(scores, fill=-1e10), masked,
                  "mask_future(scores, fill=-1e10) on the scores of 001 In [231]")
     scores = random_tensor(12, 5, 5, scale=10.0)
-    expect_equal(student.masking.mask_future(scores, fill=-1e10), scores.masked_fill(future_positions(5), -1e10),
-                 "mask_future(scores, fill=-1e10) on random 5x5 scores")
+    expect_equal(student.masking.mask_future(scores, fill=-1e9), scores.masked_fill(future_positions(5), -1e9),
+                 "mask_future(scores, fill=-1e9) on random 5x5 scores")
 
 
 def test_mask_future_leaves_input_untouched(student):
@@ -165,9 +165,9 @@ def test_causal_attention_shorter_input(student):
     batch = torch.stack((INPUTS, INPUTS))
     attention = student.seeded(123).masking.CausalAttention(3, 2, 10, 0.0)
     expect_document(attention(batch), CAUSAL_ATTENTION_SEED123, "CausalAttention(3, 2, 10, 0.0)(batch) with 6 tokens")
-    expect_close(attention(batch[:, :4]), CAUSAL_ATTENTION_SEED123.tensor[:, :4],
-                 "CausalAttention(3, 2, 10, 0.0)(batch[:, :4]) with 4 tokens", atol=CAUSAL_ATTENTION_SEED123.atol,
-                 source=f"{CAUSAL_ATTENTION_SEED123.provenance}, first 4 rows")
+    expect_close(attention(batch[:1, :4]), CAUSAL_ATTENTION_SEED123.tensor[:1, :4],
+                 "CausalAttention(3, 2, 10, 0.0)(batch[:1, :4]) with 1 sequence of 4 tokens",
+                 atol=CAUSAL_ATTENTION_SEED123.atol, source=f"{CAUSAL_ATTENTION_SEED123.provenance}, first 4 rows")
 
 
 def set_projections(attention, seed, d_in, d_out, bias):
@@ -225,7 +225,7 @@ def test_causal_weights_are_causal(student):
 
 def test_causal_average_batched(student):
     """Running means over the token dimension for inputs with one and two batch dimensions."""
-    for shape in ((3, 6, 4), (2, 3, 5, 2), (1, 1, 3)):
+    for shape in ((3, 6, 4), (2, 3, 5, 2), (3, 1, 4, 2), (1, 1, 3)):
         x = random_tensor(41, *shape)
         counts = torch.arange(1, shape[-2] + 1, dtype=x.dtype).unsqueeze(-1)
         expect_close(student.masking.causal_average(x), x.cumsum(-2) / counts,
@@ -233,14 +233,16 @@ def test_causal_average_batched(student):
 
 
 def test_functions_keep_float64(student):
-    """Contract: the functions keep the input's dtype (float64 in, float64 out)."""
-    scores = random_tensor(51, 2, 5, 5, dtype=torch.float64)
-    masked = expect_tensor(student.masking.mask_future(scores), "mask_future on float64 scores", dtype=torch.float64)
-    expect_close(masked, scores.masked_fill(future_positions(5), -math.inf), "mask_future on float64 scores", atol=0.0)
-    weights = expect_tensor(student.masking.causal_attention_weights(scores, 3),
-                            "causal_attention_weights on float64 scores", dtype=torch.float64)
-    expect_close(weights, torch.softmax(scores.masked_fill(future_positions(5), -math.inf) / math.sqrt(3), dim=-1),
-                 "causal_attention_weights on float64 scores", atol=1e-12)
+    """Contract: the functions keep the input's dtype (float64 in, float64 out), for scores with two batch dims."""
+    for seed, shape in ((51, (3, 2, 5, 5)), (53, (2, 1, 4, 4))):
+        scores, hidden = random_tensor(seed, *shape, dtype=torch.float64), future_positions(shape[-1])
+        what = f"on float64 scores of shape {shape}"
+        masked = expect_tensor(student.masking.mask_future(scores), f"mask_future {what}", dtype=torch.float64)
+        expect_close(masked, scores.masked_fill(hidden, -math.inf), f"mask_future {what}", atol=0.0)
+        weights = expect_tensor(student.masking.causal_attention_weights(scores, 3),
+                                f"causal_attention_weights {what}", dtype=torch.float64)
+        expect_close(weights, torch.softmax(scores.masked_fill(hidden, -math.inf) / math.sqrt(3), dim=-1),
+                     f"causal_attention_weights {what}", atol=1e-12)
     x = random_tensor(52, 2, 5, 3, dtype=torch.float64)
     average = expect_tensor(student.masking.causal_average(x), "causal_average on float64 input", dtype=torch.float64)
     expect_close(average, x.cumsum(-2) / torch.arange(1, 6, dtype=torch.float64).unsqueeze(-1),
@@ -356,8 +358,8 @@ def test_functions_random_shapes(student, reference, seed, tokens, d_k, channels
     shape = tuple(scores.shape)
     expect_close(student.masking.mask_future(scores), reference.masking.mask_future(scores),
                  f"mask_future on shape {shape}", atol=0.0)
-    expect_close(student.masking.mask_future(scores, fill), reference.masking.mask_future(scores, fill),
-                 f"mask_future(scores, {fill!r}) on shape {shape}", atol=0.0)
+    expect_close(student.masking.mask_future(scores, fill=fill), reference.masking.mask_future(scores, fill=fill),
+                 f"mask_future(scores, fill={fill!r}) on shape {shape}", atol=0.0)
     expect_close(student.masking.causal_attention_weights(scores, d_k),
                  reference.masking.causal_attention_weights(scores, d_k),
                  f"causal_attention_weights(scores, {d_k}) on shape {shape}", atol=1e-6, rtol=1e-5)

@@ -129,7 +129,8 @@ def test_softmax_gives_minus_inf_zero_weight(student):
 
 
 def test_softmax_and_normalize_sum_honour_dim(student):
-    """Both normalisations work along the requested dim: dim=0 (columns) of a 4x6 matrix."""
+    """Both normalisations work along the requested dim: dim=0 (columns) of a 4x6 matrix, dim=1 of
+    (5, 3, 4) and (2, 3, 4) tensors."""
     scores = random_tensor(11, 4, 6)
     expect_close(student.softmax.softmax(scores, dim=0), torch.softmax(scores, dim=0),
                  "softmax(scores, dim=0) on a (4, 6) tensor", atol=1e-6, source="torch.softmax(scores, dim=0)")
@@ -137,6 +138,14 @@ def test_softmax_and_normalize_sum_honour_dim(student):
     expect_close(student.softmax.normalize_sum(positive, dim=0), positive / positive.sum(dim=0, keepdim=True),
                  "normalize_sum(scores, dim=0) on a (4, 6) tensor", atol=1e-6,
                  source="scores / scores.sum(dim=0, keepdim=True)")
+    for seed, shape in ((12, (5, 3, 4)), (13, (2, 3, 4))):
+        scores = random_tensor(seed, *shape)
+        expect_close(student.softmax.softmax(scores, dim=1), torch.softmax(scores, dim=1),
+                     f"softmax(scores, dim=1) on a {shape} tensor", atol=1e-6, source="torch.softmax(scores, dim=1)")
+        positive = scores.abs() + 0.5
+        expect_close(student.softmax.normalize_sum(positive, dim=1), positive / positive.sum(dim=1, keepdim=True),
+                     f"normalize_sum(scores, dim=1) on a {shape} tensor", atol=1e-6,
+                     source="scores / scores.sum(dim=1, keepdim=True)")
 
 
 def test_softmax_uses_no_library_softmax(student):

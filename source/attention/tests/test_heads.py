@@ -64,12 +64,17 @@ def test_wrapper_matches_document(student):
 
 def test_wrapper_concatenates_its_own_heads_in_order(student):
     """Contract: the output is the wrapper's own heads' outputs concatenated on the last dim, head 0 first (3
-    heads, so the output grows to 3 * d_out). Judged on the wrapper's own heads, called one by one: a mistake
+    heads, so the output grows to 3 * d_out; then other sizes, with qkv_bias). Judged on the wrapper's own heads, called one by one: a mistake
     inside masking.CausalAttention costs masking's checks, not this one."""
     wrapper = student.heads.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 3)
     own = torch.cat([wrapper.submodule(f"heads.{i}")(BATCH) for i in range(3)], dim=-1)   # (2, 6, 3 * 2)
     expect_wired(wrapper(BATCH), own, "MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3) on the 2 x 6 batch",
                  atol=1e-6)
+    wrapper = student.heads.MultiHeadAttentionWrapper(4, 3, 5, 0.0, 2, qkv_bias=True)
+    x = random_tensor(9, 3, 5, 4)
+    own = torch.cat([wrapper.submodule(f"heads.{i}")(x) for i in range(2)], dim=-1)       # (3, 5, 2 * 3)
+    expect_wired(wrapper(x), own, "MultiHeadAttentionWrapper(4, 3, 5, 0.0, num_heads=2, qkv_bias=True) on x of shape "
+                 "(3, 5, 4)", atol=1e-6)
 
 
 def test_wrapper_structure(student):
@@ -195,8 +200,8 @@ def test_mha_shorter_input_than_context(student):
     """Contract: inputs shorter than context_length use the top-left part of the mask."""
     state = _mha_state(11, 3, 4, 10, True)
     mha = _loaded_mha(student, state, 3, 4, 10, 0.0, 2, True)
-    for tokens in (1, 4, 9):
-        x = random_tensor(tokens, 2, tokens, 3)
+    for tokens, batch in ((1, 2), (4, 1), (9, 3)):
+        x = random_tensor(tokens, batch, tokens, 3)
         expect_close(mha(x), _trusted_mha(x, state, 2),
                      f"MultiHeadAttention(3, 4, context_length=10, 0.0, num_heads=2) on {tokens} tokens "
                      "(cut the mask to mask[:T, :T])", atol=1e-5, rtol=1e-4)

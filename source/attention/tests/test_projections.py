@@ -112,11 +112,12 @@ def test_scaled_weights_full_matrix_match_document(student):
 
 def test_scaled_weights_batched_contract(student):
     """Contract: (..., T_q, d_k) queries and (..., T_k, d_k) keys give (..., T_q, T_k) weights, rows summing to 1."""
-    queries, keys = random_tensor(21, 2, 3, 4), random_tensor(22, 2, 5, 4)
-    weights = expect_tensor(student.projections.scaled_attention_weights(queries, keys),
-                            "scaled_attention_weights(queries (2, 3, 4), keys (2, 5, 4))", shape=(2, 3, 5),
-                            dtype=torch.float32)
-    expect_close(weights.sum(dim=-1), torch.ones(2, 3), "row sums of scaled_attention_weights", atol=1e-5)
+    for batch in (2, 3):
+        queries, keys = random_tensor(21, batch, 3, 4), random_tensor(22, batch, 5, 4)
+        weights = expect_tensor(student.projections.scaled_attention_weights(queries, keys),
+                                f"scaled_attention_weights(queries ({batch}, 3, 4), keys ({batch}, 5, 4))",
+                                shape=(batch, 3, 5), dtype=torch.float32)
+        expect_close(weights.sum(dim=-1), torch.ones(batch, 3), "row sums of scaled_attention_weights", atol=1e-5)
 
 
 # -- SelfAttention_v1 / SelfAttention_v2 -------------------------------------------------------------
@@ -194,6 +195,11 @@ def expect_batched_forward(module, what):
         single = expect_tensor(module(x[b]), f"{what} on x[{b}] of shape (5, 4)", shape=(5, 3))
         expect_close(batched[b], single, f"{what}: sample {b} of the batched output vs the unbatched output",
                      atol=1e-5, rtol=1e-5)
+    for shape in ((3, 1, 5, 4), (1, 3, 5, 4)):  # two batch dims
+        stacked = expect_tensor(module(x.view(shape)), f"{what} on x of shape {shape} (two batch dims)",
+                                shape=shape[:-1] + (3,))
+        expect_close(stacked.reshape(3, 5, 3), batched, f"{what} on x of shape {shape} vs on (3, 5, 4)", atol=1e-5,
+                     rtol=1e-5)
 
 
 def test_functions_keep_float64(student):

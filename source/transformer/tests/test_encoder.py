@@ -87,13 +87,13 @@ def test_encoder_output_is_normalised(student):
 
 def test_encoder_gradients_reach_all_parameters(student):
     """Contract: gradients reach the input and every weight of the layer, through the layer's own wiring
-    (the judge backpropagates through your own submodules wired as the docstring says)."""
+    (the judge backpropagates through your own submodules wired as the docstring says); with a (5, 5) mask."""
     state = encoder_state(66, 8, 12)
-    x, upstream = random_tensor(67, 2, 5, 8), random_tensor(68, 2, 5, 8)
+    x, upstream, causal = random_tensor(67, 2, 5, 8), random_tensor(68, 2, 5, 8), future_positions(5)
     layer = loaded(student, state, 8, 4, 12)
-    answer = layer.grad(x, upstream=upstream)
+    answer = layer.grad(x, causal, upstream=upstream)
     leaf, expected = x.clone().requires_grad_(True), {}
-    encoder(leaf, own_parts(layer, ENCODER_PARTS, gradients=expected)).backward(upstream)
+    encoder(leaf, own_parts(layer, ENCODER_PARTS, gradients=expected), causal).backward(upstream)
     expect_gradient(answer["inputs"][0], leaf.grad, "gradient of EncoderLayer's output with respect to its input",
                     wired=True)
     for name in state:
