@@ -51,8 +51,10 @@ def causal_attention_weights(scores, d_k):
     Returns:
     - weights: tensor of shape (..., T, T) equal to
       ``softmax(mask_future(scores) / sqrt(d_k))`` over the last dim. Each row
-      sums to 1 and every entry above the diagonal is exactly 0. PyTorch's
-      built-in softmax may be used here.
+      sums to 1 and every entry above the diagonal is exactly 0. The causal
+      mask never hides a whole row (each token sees itself), so no row is a
+      softmax of -inf alone: every weight is finite. PyTorch's built-in softmax
+      may be used here.
     """
     # YOUR CODE HERE
     raise NotImplementedError()
@@ -87,6 +89,10 @@ class CausalAttention(nn.Module):
     - buffer ``mask``: float tensor (context_length, context_length) holding
       1.0 strictly above the diagonal and 0.0 elsewhere, registered with
       ``register_buffer`` so it follows ``.to()`` and appears in state_dict.
+
+    The masking is the exercise: PyTorch's fused attention
+    (``torch.nn.functional.scaled_dot_product_attention``, ``nn.MultiheadAttention``)
+    raises while the checks run; its softmax may be used.
     """
 
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):

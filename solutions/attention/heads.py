@@ -95,6 +95,10 @@ class MultiHeadAttention(nn.Module):
     Raises:
     - ValueError from the constructor, before anything is created, if
       ``d_out`` is not divisible by ``num_heads``.
+
+    The heads are the exercise: PyTorch's fused attention
+    (``torch.nn.functional.scaled_dot_product_attention``, ``nn.MultiheadAttention``)
+    raises while the checks run; its softmax may be used.
     """
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):

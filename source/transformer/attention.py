@@ -23,7 +23,13 @@ def attention_weights(query, key, mask=None):
 
     Returns:
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
-      the keys it may attend to. PyTorch's softmax may be used.
+      the keys it may attend to. A query whose keys are all hidden has no weights defined:
+      its row may hold anything (a softmax of -inf gives NaN, as in ``nn.MultiheadAttention``),
+      and the other rows are unaffected.
+
+    PyTorch's softmax may be used; its fused attention may not (this part is attention
+    itself): ``torch.nn.functional.scaled_dot_product_attention`` and ``nn.MultiheadAttention``
+    raise while the checks run.
     """
     ### BEGIN SOLUTION
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., T_q, T_k)

@@ -14,8 +14,6 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.judge.checks import differentiable
-
 TOKENS, EMBEDDING_DIM, HEADS, D_FF = 7, 32, 2, 64  # 001 In [11] and In [248]
 SETUP = "001's set-up: 7 tokens, EMBEDDING_DIM = 32, 2 heads, d_ff = 2 * EMBEDDING_DIM"
 PROJECTIONS = ("W_query", "W_key", "W_value")
@@ -184,6 +182,9 @@ def own_parts(layer, names: tuple, gradients: dict | None = None, stream=None) -
     """The student's layer's own submodules ``names``, called in the worker: differentiable (their
     parameters' gradients collected in ``gradients``) when given, drawing on ``stream`` (a
     streaming view of the submission) when given."""
+    # Imported here: the lab's notebook imports this module too, where the kit is not installed.
+    from autograder.judge.checks import differentiable
+
     parts = {}
     for name in names:
         sub = layer.submodule(name)

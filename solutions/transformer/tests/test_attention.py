@@ -3,6 +3,7 @@ multi-head attention, compared with PyTorch's own."""
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
@@ -17,6 +18,20 @@ DROPOUT = "torch.nn.modules.dropout.Dropout"
 HEAD_DIM = EMBEDDING_DIM // HEADS
 Q, K, V = (random_tensor(seed, TOKENS, HEAD_DIM) for seed in (31, 32, 33))  # one head of 001's set-up: (7, 16)
 X = random_tensor(34, 1, TOKENS, EMBEDDING_DIM)
+# The exercise is attention itself: while this part's calls run, PyTorch's fused attention raises, by the
+# names students call and as the operators behind them (nn.MultiheadAttention reaches them too).
+LIBRARY_ATTENTION = ("torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
+                     "torch.nn.functional.multi_head_attention_forward",
+                     "aten._scaled_dot_product_attention_math", "aten._scaled_dot_product_flash_attention_for_cpu",
+                     "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
+                     "aten._scaled_dot_product_cudnn_attention",
+                     "aten._scaled_dot_product_fused_attention_overrideable", "aten._native_multi_head_attention")
+
+
+@pytest.fixture(autouse=True)
+def no_library_attention(student):
+    with student.forbidding(*LIBRARY_ATTENTION):
+        yield
 
 
 def trusted_weights(query, key, mask=None):
@@ -63,6 +78,27 @@ def test_attention_weights_mask_broadcasts(student):
     weights = expect_tensor(student.attention.attention_weights(query, key, padding), what, shape=(2, 3, 5))
     expect_zero_at(weights, padding.expand(2, 3, 5), what)
     expect_close(weights, trusted_weights(query, key, padding), what, atol=1e-5, rtol=1e-4)
+
+
+def test_attention_weights_a_fully_hidden_row_leaves_the_others(student):
+    """Contract: a query whose keys are all hidden has no weights defined (the checks accept any value in its
+    row: NaN from a softmax of -inf, as nn.MultiheadAttention gives); every other row is as usual."""
+    hidden = future_positions(TOKENS)
+    hidden[2] = True                                                  # query 2 may see no key
+    what = "attention_weights(q, k, mask) with row 2 of the mask all True"
+    weights = expect_tensor(student.attention.attention_weights(Q, K, hidden), what, shape=(TOKENS, TOKENS))
+    others = torch.arange(TOKENS) != 2
+    expect_close(weights[others], trusted_weights(Q, K, hidden)[others], f"{what}: the rows other than 2",
+                 atol=1e-5, rtol=1e-4)
+
+
+def test_attention_uses_no_library_attention(student):
+    """Contract: attention is built from matrix products and a softmax; PyTorch's fused attention
+    (F.scaled_dot_product_attention, nn.MultiheadAttention) raises while this part's checks run."""
+    causal = future_positions(TOKENS)
+    expect_close(student.attention.scaled_dot_product_attention(Q, K, V, causal), trusted_weights(Q, K, causal) @ V,
+                 "scaled_dot_product_attention(q, k, v, causal mask) with PyTorch's fused attention unavailable",
+                 atol=1e-5, rtol=1e-4)
 
 
 def test_attention_weights_keep_float64(student):

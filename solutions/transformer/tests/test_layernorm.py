@@ -64,7 +64,7 @@ def test_layer_norm_biased_variance(student):
 def test_layer_norm_eps_inside_the_square_root(student):
     """Contract: eps is added to the variance, inside the square root. It matters when a token's features
     are nearly equal (variance 1e-6, below eps = 1e-5)."""
-    x = 1.0 + random_tensor(13, 3, 8, scale=1e-3)
+    x = random_tensor(13, 3, 8, scale=1e-3)
     ones, zeros = torch.ones(8), torch.zeros(8)
     expect_close(student.layernorm.layer_norm(x, ones, zeros), trusted_layer_norm(x, ones, zeros),
                  "layer_norm(x, ones(8), zeros(8)) on nearly constant rows (variance about 1e-6, eps = 1e-5)",
@@ -72,6 +72,16 @@ def test_layer_norm_eps_inside_the_square_root(student):
     expect_close(student.layernorm.layer_norm(TOKEN_EMBEDDINGS, ones.repeat(4), zeros.repeat(4), eps=0.5),
                  trusted_layer_norm(TOKEN_EMBEDDINGS, ones.repeat(4), zeros.repeat(4), eps=0.5),
                  "layer_norm(x, ones(32), zeros(32), eps=0.5) on x of shape (7, 32)", atol=1e-5, rtol=1e-4)
+
+
+def test_layer_norm_precise_far_from_zero(student):
+    """Contract: float32 features far from 0 (mean 1000, standard deviation 1) normalise as precisely as
+    nn.LayerNorm's: the variance is the mean of the squared deviations from the mean."""
+    x = 1000.0 + random_tensor(14, 4, 16)
+    ones, zeros = torch.ones(16), torch.zeros(16)
+    expect_close(student.layernorm.layer_norm(x, ones, zeros), trusted_layer_norm(x, ones, zeros),
+                 "layer_norm(x, ones(16), zeros(16)) on float32 x = 1000 + noise of standard deviation 1, shape "
+                 "(4, 16)", atol=2e-3, rtol=1e-3)
 
 
 def test_layer_norm_scales_then_shifts(student):

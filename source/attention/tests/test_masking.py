@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -11,7 +12,13 @@ from document_tensors import (CAUSAL_ATTENTION_SEED123, CAUSAL_MASK7, CAUSAL_WEI
                               MASKED_SOFTMAXED_WEIGHTS, MINUS_1E10_MASKED, SIMPLE_MASK6_INT, TRICK_AVERAGES, TRICK_B,
                               TRIL3, UNIFORM_CAUSAL_WEIGHTS8, V2_AFTER_V1_WEIGHTS, XBOW_CHANNEL1, XBOW_FIRST,
                               YOUR_JOURNEY, seed42_trick_input, seed123_v2_weights)
-from trusted import causal_weights, dropped_out, future_positions
+from trusted import LIBRARY_ATTENTION, causal_weights, dropped_out, future_positions
+
+
+@pytest.fixture(autouse=True)
+def no_library_attention(student):
+    with student.forbidding(*LIBRARY_ATTENTION):
+        yield
 
 INPUTS = torch.tensor(YOUR_JOURNEY)
 LINEAR = "torch.nn.modules.linear.Linear"
@@ -44,8 +51,8 @@ def test_tril3_matches_document(student):
     expect_mask(torch.logical_not(mask), TRIL3.tensor.bool(), "~causal_mask(3)", TRIL3.provenance)
 
 
-def test_causal_mask_is_bool(student):
-    """Contract: a bool tensor of shape (T, T), for any T (including 1)."""
+def test_causal_mask_any_size(student):
+    """Contract: a bool tensor of shape (T, T), True strictly above the diagonal, for any T (including 1)."""
     for size in (1, 2, 5, 9):
         mask = expect_tensor(student.masking.causal_mask(size), f"causal_mask({size})", shape=(size, size),
                              dtype=torch.bool)
@@ -189,6 +196,18 @@ def set_projections(attention, seed, d_in, d_out, bias):
     return chosen
 
 
+def test_causal_attention_uses_no_library_attention(student):
+    """Contract: CausalAttention masks the scores itself; PyTorch's fused attention
+    (F.scaled_dot_product_attention, nn.MultiheadAttention) raises while this part's checks run."""
+    attention = student.masking.CausalAttention(4, 3, 8, 0.0)
+    chosen = set_projections(attention, 15, 4, 3, False)
+    x = random_tensor(16, 2, 5, 4)
+    queries, keys, values = (x @ chosen[layer][0].T for layer in QKV)     # (2, 5, 3) each
+    expect_close(attention(x), causal_weights(queries, keys) @ values,
+                 "CausalAttention(4, 3, 8, 0.0) with judge-chosen weights, PyTorch's fused attention unavailable",
+                 atol=1e-5, rtol=1e-5)
+
+
 def test_causal_attention_is_causal(student):
     """Changing the tokens after position t leaves the outputs at positions 0..t unchanged."""
     attention = student.seeded(5).masking.CausalAttention(4, 3, 8, 0.0)
@@ -204,8 +223,9 @@ def test_causal_attention_is_causal(student):
 
 
 def test_causal_weights_are_causal(student):
-    """Rows sum to 1, entries above the diagonal are exactly 0, and scores or tokens from the future change
-    nothing in earlier rows."""
+    """Every weight is finite (the causal mask hides no whole row: each token sees itself), rows sum to 1,
+    entries above the diagonal are exactly 0, and scores or tokens from the future change nothing in earlier
+    rows."""
     x = random_tensor(31, 7, 4)
     what = "causal_attention_weights(x @ x.T, 4)"
     weights = expect_finite(expect_tensor(student.masking.causal_attention_weights(x @ x.T, 4), what, shape=(7, 7)),
