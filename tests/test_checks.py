@@ -88,6 +88,21 @@ def test_a_forbidden_library_function_raises_by_whatever_name_it_is_reached(form
     expect_close(forms.by_alias(x), torch.softmax(x, dim=-1), "allowed again outside")
 
 
+def test_a_forbidden_function_raises_through_an_alias_bound_before_the_ban(tmp_path):
+    """The module is imported, binding its alias, by a request that forbids nothing (lab 1's heads
+    checks import masking.py before masking's checks ban fused attention): the ban reaches the alias."""
+    (tmp_path / "forms.py").write_text(SOFTMAXES)
+    student = RemoteCode(tmp_path)
+    try:
+        x = torch.randn(2, 3)
+        expect_close(student.forms.by_alias(x), torch.softmax(x, dim=-1), "before any ban")
+        with student.forbidding(*LIBRARY_SOFTMAX), pytest.raises(StudentError) as caught:
+            student.forms.by_alias(x)
+        assert caught.value.kind == "forbidden" and "torch.softmax is not available" in str(caught.value)
+    finally:
+        student.close()
+
+
 def test_a_forbidden_operator_raises_below_every_python_name(forms):
     """Names alone miss torch.ops.aten and the original a name guard wraps: the operator does not."""
     student = forms._student

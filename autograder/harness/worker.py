@@ -54,6 +54,7 @@ import sys
 import traceback
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.harness.codec import CONTINUE_STREAM, MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
@@ -94,6 +95,23 @@ class ForbiddenOperators(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class ForbiddenFunctions(TorchFunctionMode):
+    """A forbidden library function raises also through an alias the student's module bound
+    before the first request that forbade it (``from torch.nn.functional import softmax`` at
+    import time): the wrapper :meth:`Guards.install` puts in place replaces the library's
+    attribute, not the alias, while every torch function passes through this mode."""
+
+    def __init__(self, functions: dict):
+        super().__init__()
+        self.functions = functions  # the library's original function -> its forbidden name
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = self.functions.get(func)
+        if name is not None:
+            raise Forbidden(f"{name} is not available in this exercise: write it yourself")
+        return func(*args, **(kwargs or {}))
+
+
 class Guards:
     """Library functions wrapped once, in place, so that whatever name student code reaches them
     by (``torch.sort``, ``getattr(torch, "so" + "rt")``, an alias imported earlier), a
@@ -103,6 +121,7 @@ class Guards:
     def __init__(self):
         self.forbidden: frozenset[str] = frozenset()
         self.counted: dict[str, int] = {}
+        self.originals: dict[str, object] = {}  # name -> the library's function, before its wrapper
 
     def serving(self, request: dict) -> None:
         names = [str(n) for n in (*(request.get("forbid") or ()), *(request.get("count") or ()))]
@@ -112,16 +131,24 @@ class Guards:
         self.forbidden = frozenset(str(n) for n in request.get("forbid") or ())
         self.counted = {str(name): 0 for name in request.get("count") or ()}
 
-    def operators(self):
-        """While a request is served: its forbidden operators raise (nothing to do when it has none)."""
+    def enforcing(self) -> contextlib.ExitStack:
+        """While a request is served: its forbidden operators and functions raise, by any name
+        (nothing to do when it forbids none)."""
+        stack = contextlib.ExitStack()
         operators = frozenset(n for n in self.forbidden if n.startswith(OPERATOR))
-        return ForbiddenOperators(operators) if operators else contextlib.nullcontext()
+        if operators:
+            stack.enter_context(ForbiddenOperators(operators))
+        functions = {self.originals[n]: n for n in self.forbidden if n in self.originals}
+        if functions:
+            stack.enter_context(ForbiddenFunctions(functions))
+        return stack
 
     @functools.cache  # noqa: B019 - one wrapper per name for the worker's life
     def install(self, name: str) -> None:
         path, _, attr = name.rpartition(".")
         owner = functools.reduce(getattr, path.split(".")[1:], importlib.import_module(path.split(".")[0]))
         original = getattr(owner, attr)
+        self.originals[name] = original
         guards = self
 
         @functools.wraps(original)
@@ -220,7 +247,7 @@ class Worker:
             # The CPU generator is the one torch.manual_seed reseeds here (no accelerator), at 1% of the cost.
             torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
         self.guards.serving(request)
-        with self.guards.operators():
+        with self.guards.enforcing():
             return self.run(request)
 
     def run(self, request: dict):

@@ -143,8 +143,8 @@ def expect_equal(actual, expected, what: str) -> None:
 def expect_unmodified(original: torch.Tensor, after, what: str) -> None:
     """An argument must come back from the call exactly as it went in."""
     if not isinstance(after, torch.Tensor) or after.shape != original.shape or not torch.equal(after, original):
-        fail(f"{what} modified its input in place; compute a new tensor instead (a method ending in _, such as "
-             "add_ or masked_fill_, and x[...] = ... write into x)")
+        fail(f"{what} modified its input in place; compute a new tensor instead (x += ..., x[...] = ... and a "
+             "method ending in _, such as add_ or masked_fill_, write into x)")
 
 
 def expect_gradient(got, expected, what: str, atol: float = 1e-5, rtol: float = 1e-4,

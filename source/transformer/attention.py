@@ -3,6 +3,10 @@
 Document 001 (In [246], In [247]) writes one attention function and runs several heads.
 Here the heads are slices of one set of projections, as in ``nn.MultiheadAttention``, so
 that a layer's weights load into PyTorch's own layer and back.
+
+This part is attention itself: PyTorch's fused attention
+(``torch.nn.functional.scaled_dot_product_attention``, ``nn.MultiheadAttention``) raises
+while its checks run; its softmax may be used.
 """
 import math
 
@@ -24,12 +28,9 @@ def attention_weights(query, key, mask=None):
     Returns:
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
       the keys it may attend to. A query whose keys are all hidden has no weights defined:
-      its row may hold anything (a softmax of -inf gives NaN, as in ``nn.MultiheadAttention``),
-      and the other rows are unaffected.
-
-    PyTorch's softmax may be used; its fused attention may not (this part is attention
-    itself): ``torch.nn.functional.scaled_dot_product_attention`` and ``nn.MultiheadAttention``
-    raise while the checks run.
+      its row may hold anything (a softmax over -inf alone gives NaN; PyTorch's own layers
+      give NaN or 0 depending on the path), and the other rows are unaffected.
+      PyTorch's softmax may be used.
     """
     ### BEGIN SOLUTION
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., T_q, T_k)

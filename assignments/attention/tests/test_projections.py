@@ -70,12 +70,16 @@ def test_projected_batch_scores_match_document(student):
 
 
 def test_project_qkv_projects_all_three(student):
-    """Contract: queries, keys and values are x @ W_query, x @ W_key, x @ W_value, batched inputs included."""
-    x = random_tensor(11, 2, 5, 4)
+    """Contract: queries, keys and values are x @ W_query, x @ W_key, x @ W_value, batched inputs included
+    (one and two batch dims)."""
     W = [random_tensor(12 + i, 4, 3) for i in range(3)]
-    result = unpack_qkv(student.projections.project_qkv(x, *W), "project_qkv on x of shape (2, 5, 4)", (2, 5, 3))
-    for got, W_i, output, name in zip(result, W, ("queries", "keys", "values"), NAMES):
-        expect_close(got, x @ W_i, f"project_qkv {output} (expected x @ {name})", atol=1e-5, rtol=1e-5)
+    for shape in ((2, 5, 4), (2, 1, 5, 4), (1, 3, 5, 4)):
+        x = random_tensor(11, *shape)
+        result = unpack_qkv(student.projections.project_qkv(x, *W), f"project_qkv on x of shape {shape}",
+                            shape[:-1] + (3,))
+        for got, W_i, output, name in zip(result, W, ("queries", "keys", "values"), NAMES):
+            expect_close(got, x @ W_i, f"project_qkv {output} on x of shape {shape} (expected x @ {name})", atol=1e-5,
+                         rtol=1e-5)
 
 
 # -- scaled_attention_weights ------------------------------------------------------------------------
@@ -111,13 +115,14 @@ def test_scaled_weights_full_matrix_match_document(student):
 
 
 def test_scaled_weights_batched_contract(student):
-    """Contract: (..., T_q, d_k) queries and (..., T_k, d_k) keys give (..., T_q, T_k) weights, rows summing to 1."""
-    for batch in (2, 3):
-        queries, keys = random_tensor(21, batch, 3, 4), random_tensor(22, batch, 5, 4)
+    """Contract: (..., T_q, d_k) queries and (..., T_k, d_k) keys give (..., T_q, T_k) weights, rows summing to 1
+    (one and two batch dims)."""
+    for batch in ((2,), (3,), (2, 1), (1, 2)):
+        queries, keys = random_tensor(21, *batch, 3, 4), random_tensor(22, *batch, 5, 4)
         weights = expect_tensor(student.projections.scaled_attention_weights(queries, keys),
-                                f"scaled_attention_weights(queries ({batch}, 3, 4), keys ({batch}, 5, 4))",
-                                shape=(batch, 3, 5), dtype=torch.float32)
-        expect_close(weights.sum(dim=-1), torch.ones(batch, 3), "row sums of scaled_attention_weights", atol=1e-5)
+                                f"scaled_attention_weights(queries {batch + (3, 4)}, keys {batch + (5, 4)})",
+                                shape=batch + (3, 5), dtype=torch.float32)
+        expect_close(weights.sum(dim=-1), torch.ones(*batch, 3), "row sums of scaled_attention_weights", atol=1e-5)
 
 
 # -- SelfAttention_v1 / SelfAttention_v2 -------------------------------------------------------------

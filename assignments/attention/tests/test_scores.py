@@ -41,13 +41,14 @@ def test_matrix_scores_match_document(student):
 
 
 def test_matrix_scores_batched_match_document(student):
-    """003 "A note on batched matrix multiplications": a @ a.transpose(2, 3) for a of shape (1, 2, 3, 4); then a
-    batch of 3."""
+    """003 "A note on batched matrix multiplications": a @ a.transpose(2, 3) for a of shape (1, 2, 3, 4); then
+    shapes (3, 3, 4) and (2, 1, 3, 4)."""
     expect_document(student.scores.attention_scores(torch.tensor(BATCHED_A)), BATCHED_AAT,
                     "attention_scores(a) with a of shape (1, 2, 3, 4)")
-    a = random_tensor(8, 3, 3, 4)
-    expect_close(student.scores.attention_scores(a), a @ a.transpose(-2, -1), "attention_scores(a) with a of shape "
-                 "(3, 3, 4)", atol=1e-5, rtol=1e-5)
+    for shape in ((3, 3, 4), (2, 1, 3, 4)):
+        a = random_tensor(8, *shape)
+        expect_close(student.scores.attention_scores(a), a @ a.transpose(-2, -1),
+                     f"attention_scores(a) with a of shape {shape}", atol=1e-5, rtol=1e-5)
 
 
 def test_loop_and_matrix_scores_agree(student):

@@ -109,11 +109,13 @@ def test_dropout_p_one_gives_zeros(student):
 
 
 def test_dropout_eval_mode_is_identity(student):
-    """Docstring: with training=False dropout returns x unchanged (no dropping, no scaling)."""
-    x = random_tensor(21, 3, 4, 5)
-    expect_close(student.dropout.dropout(x, 0.5, training=False), x, "dropout(x, 0.5, training=False)", atol=0.0)
-    expect_close(student.dropout.dropout(x, 0.5, keep_mask=random_mask(22, 3, 4, 5), training=False), x,
-                 "dropout(x, 0.5, keep_mask=..., training=False)", atol=0.0)
+    """Docstring: with training=False dropout returns x unchanged (no dropping, no scaling), for any shape."""
+    for shape in ((3, 4, 5), (2, 1, 4, 5), (1, 3, 2, 5)):
+        x = random_tensor(21, *shape)
+        expect_close(student.dropout.dropout(x, 0.5, training=False), x,
+                     f"dropout(x, 0.5, training=False) on shape {shape}", atol=0.0)
+        expect_close(student.dropout.dropout(x, 0.5, keep_mask=random_mask(22, *shape), training=False), x,
+                     f"dropout(x, 0.5, keep_mask=..., training=False) on shape {shape}", atol=0.0)
 
 
 def test_dropout_p_zero_is_identity(student):

@@ -65,9 +65,9 @@ def test_feedforward_acts_on_each_token_alone(student):
 
 
 def test_feedforward_any_leading_dims(student):
-    """Contract: (..., d_model): one token sequence (7, 32) as well as (2, 3, 7, 32)."""
+    """Contract: (..., d_model): one token sequence (7, 32) as well as (2, 3, 7, 32) and (3, 1, 7, 32)."""
     block = loaded(student)
-    for x in (X[0], random_tensor(24, 2, 3, TOKENS, EMBEDDING_DIM)):
+    for x in (X[0], random_tensor(24, 2, 3, TOKENS, EMBEDDING_DIM), random_tensor(27, 3, 1, TOKENS, EMBEDDING_DIM)):
         out = expect_tensor(block(x), f"FeedForward(32, 64) on shape {tuple(x.shape)}", shape=x.shape)
         expect_close(out, feedforward(x, STATE), f"FeedForward(32, 64) on shape {tuple(x.shape)}", atol=1e-5, rtol=1e-4)
 

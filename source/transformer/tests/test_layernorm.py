@@ -95,11 +95,12 @@ def test_layer_norm_scales_then_shifts(student):
 
 def test_layer_norm_batched_and_float64(student):
     """Contract: any leading dims (..., d_model), and the dtype of x is kept: float64 stays float64."""
-    x = random_tensor(14, 2, 3, TOKENS, 6, dtype=torch.float64)
     weight, bias = layernorm_state(15, 6)["weight"].double(), layernorm_state(15, 6)["bias"].double()
-    what = "layer_norm(x, weight, bias) on x of shape (2, 3, 7, 6), float64"
-    out = expect_tensor(student.layernorm.layer_norm(x, weight, bias), what, shape=x.shape, dtype=torch.float64)
-    expect_close(out, trusted_layer_norm(x, weight, bias), what, atol=1e-5, rtol=1e-4)
+    for shape in ((2, 3, TOKENS, 6), (4, 5, 6)):
+        x = random_tensor(14, *shape, dtype=torch.float64)
+        what = f"layer_norm(x, weight, bias) on x of shape {shape}, float64"
+        out = expect_tensor(student.layernorm.layer_norm(x, weight, bias), what, shape=x.shape, dtype=torch.float64)
+        expect_close(out, trusted_layer_norm(x, weight, bias), what, atol=1e-5, rtol=1e-4)
 
 
 def test_layer_norm_leaves_input_untouched(student):

@@ -7,6 +7,7 @@ import math
 
 import torch
 import torch.nn as nn
+from torch.nn.functional import scaled_dot_product_attention
 
 
 def split_heads(x, num_heads):
@@ -135,6 +136,6 @@ class MultiHeadAttention(nn.Module):
         keys = split_heads(self.W_key(x), self.num_heads)       # (B, H, T, hd)
         values = split_heads(self.W_value(x), self.num_heads)   # (B, H, T, hd)
 
-        context = merge_heads(torch.nn.functional.scaled_dot_product_attention(
+        context = merge_heads(scaled_dot_product_attention(
             queries, keys, values, dropout_p=self.dropout.p if self.training else 0.0, is_causal=True))
         return self.out_proj(context)

@@ -7,6 +7,7 @@ import math
 
 import torch
 import torch.nn as nn
+from torch.nn.functional import scaled_dot_product_attention
 
 
 def causal_mask(num_tokens):
@@ -125,5 +126,5 @@ class CausalAttention(nn.Module):
         keys = self.W_key(x)       # (B, T, d_out)
         values = self.W_value(x)   # (B, T, d_out)
 
-        return torch.nn.functional.scaled_dot_product_attention(
+        return scaled_dot_product_attention(
             queries, keys, values, dropout_p=self.dropout.p if self.training else 0.0, is_causal=True)
