@@ -90,7 +90,7 @@ def test_a_forbidden_library_function_raises_by_whatever_name_it_is_reached(form
 
 def test_a_forbidden_function_raises_through_an_alias_bound_before_the_ban(tmp_path):
     """The module is imported, binding its alias, by a request that forbids nothing (lab 1's heads
-    checks import masking.py before masking's checks ban fused attention): the ban reaches the alias."""
+    checks imported masking.py before a ban there would apply): the ban reaches the alias."""
     (tmp_path / "forms.py").write_text(SOFTMAXES)
     student = RemoteCode(tmp_path)
     try:

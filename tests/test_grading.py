@@ -175,6 +175,39 @@ def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, lab, part, mistak
         assert {check for check, ids in diagnosed.items() if f"{part}.{mistake}" not in ids} == set(), diagnosed
 
 
+# Lab 1's docstrings allow PyTorch's fused attention in CausalAttention and MultiHeadAttention: the
+# same numbers, dropout included, with the module's own dropout probability.
+FUSED_CAUSAL_ATTENTION = {
+    "masking": ("""        scores = queries @ keys.transpose(-2, -1)  # (B, T, T)
+        # Cut the mask to the actual sequence length; inputs may be shorter.
+        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
+        weights = torch.softmax(scores / math.sqrt(keys.shape[-1]), dim=-1)  # (B, T, T)
+        weights = self.dropout(weights)
+        return weights @ values  # (B, T, d_out)""", """        return scaled_dot_product_attention(
+            queries, keys, values, dropout_p=self.dropout.p if self.training else 0.0, is_causal=True)"""),
+    "heads": ("""        scores = queries @ keys.transpose(-2, -1)  # (B, H, T, T)
+        # (T, T) mask broadcasts over batch and heads.
+        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
+        weights = torch.softmax(scores / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
+        weights = self.dropout(weights)
+
+        context = merge_heads(weights @ values)  # (B, T, d_out)""", """        context = merge_heads(scaled_dot_product_attention(
+            queries, keys, values, dropout_p=self.dropout.p if self.training else 0.0, is_causal=True))"""),
+}
+
+
+def test_lab_1_allows_fused_attention_as_its_docstrings_say(tmp_path):
+    modules = {}
+    for part, (ours, fused) in FUSED_CAUSAL_ATTENTION.items():
+        reference = (LAB.reference / f"{part}.py").read_text()
+        assert ours in reference, part
+        modules[part] = reference.replace(ours, fused).replace(
+            "import torch.nn as nn\n", "import torch.nn as nn\nfrom torch.nn.functional import scaled_dot_product_attention\n")
+    results = grade(submission_with(tmp_path, modules), tmp_path / "results.json")
+    assert {part: row["points"] == row["max_points"] for part, row in results["parts"].items()} == \
+        {part: True for part in PARTS}, failed(results)
+
+
 def test_every_part_has_wrong_modules_and_every_known_mistake_a_test(lab):
     tested = {(m.parent.name, name) for m in (WRONG_MODULES / lab.name).glob("*/mistakes.toml")
               for name in tomllib.loads(m.read_text())}

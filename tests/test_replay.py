@@ -116,24 +116,27 @@ def teardown_module():
 '''
 
 
-def test_property_examples_do_not_depend_on_which_local_modules_are_imported(tmp_path):
-    """`make check`, a grading lane and Gradescope import different kit modules; the examples
-    a seed draws must not change with them (hypothesis draws literals of imported local
-    modules unless the plugin stops it), or a grade would depend on where it was computed."""
+def test_property_examples_do_not_depend_on_where_the_checks_run(tmp_path):
+    """`make check`, a grading lane and Gradescope import different kit modules, and GitHub
+    Classroom's runners set the CI variable; the examples a seed draws must not change with
+    either (hypothesis draws literals of imported local modules unless the plugin stops it, and
+    derandomizes where CI is set unless the profile says otherwise), or a grade would depend on
+    where it was computed."""
     checks = tmp_path / "lab" / "tests"
     checks.mkdir(parents=True)
     (checks / "test_draws.py").write_text(DRAWING_CHECK)
     (checks.parent / "lab.toml").write_text('title = "draws"\n[[parts]]\nid = "draws"\nweight = 1\n')
     (tmp_path / "many_constants.py").write_text(f"CONSTANTS = {[123_457 + i for i in range(50)]}\n")
     drawn = []
-    for extra in ([], ["-p", "many_constants"]):
+    local = {name: value for name, value in os.environ.items() if name != "CI"}
+    for extra, ci in (([], {}), (["-p", "many_constants"], {}), ([], {"CI": "true"})):
         out = tmp_path / f"drawn{len(drawn)}.json"
-        env = {**os.environ, "PYTHONPATH": f"{KIT}{os.pathsep}{tmp_path}", "DRAWN_TO": str(out)}
+        env = {**local, **ci, "PYTHONPATH": f"{KIT}{os.pathsep}{tmp_path}", "DRAWN_TO": str(out)}
         subprocess.run([sys.executable, "-m", "pytest", str(checks / "test_draws.py"), "-p", "autograder.judge.plugin",
                         "-p", "no:cacheprovider", "-q", *extra], cwd=tmp_path, env=env, check=True,
                        capture_output=True, timeout=300)
         drawn.append(json.loads(out.read_text()))
-    assert len(drawn[0]) > 100 and drawn[0] == drawn[1]
+    assert len(drawn[0]) > 100 and drawn[0] == drawn[1] == drawn[2]
 
 
 SLOW = '''

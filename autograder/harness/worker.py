@@ -97,7 +97,7 @@ class ForbiddenOperators(TorchDispatchMode):
 
 class ForbiddenFunctions(TorchFunctionMode):
     """A forbidden library function raises also through an alias the student's module bound
-    before the first request that forbade it (``from torch.nn.functional import softmax`` at
+    before the first request that forbade it (``from torch import <function>`` at
     import time): the wrapper :meth:`Guards.install` puts in place replaces the library's
     attribute, not the alias, while every torch function passes through this mode."""
 

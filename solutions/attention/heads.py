@@ -96,9 +96,10 @@ class MultiHeadAttention(nn.Module):
     - ValueError from the constructor, before anything is created, if
       ``d_out`` is not divisible by ``num_heads``.
 
-    The heads are the exercise: PyTorch's fused attention
-    (``torch.nn.functional.scaled_dot_product_attention``, ``nn.MultiheadAttention``)
-    raises while the checks run; its softmax may be used.
+    PyTorch's fused attention may be used: ``torch.nn.functional.scaled_dot_product_attention``
+    with ``is_causal=True`` and ``dropout_p`` set to the dropout probability in training
+    mode only gives the same numbers, dropout included (the checks allow it). Writing the
+    masking yourself is the exercise.
     """
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):

@@ -99,9 +99,10 @@ class CausalAttention(nn.Module):
       1.0 strictly above the diagonal and 0.0 elsewhere, registered with
       ``register_buffer`` so it follows ``.to()`` and appears in state_dict.
 
-    The masking is the exercise: PyTorch's fused attention
-    (``torch.nn.functional.scaled_dot_product_attention``, ``nn.MultiheadAttention``)
-    raises while the checks run; its softmax may be used.
+    PyTorch's fused attention may be used: ``torch.nn.functional.scaled_dot_product_attention``
+    with ``is_causal=True`` and ``dropout_p`` set to the dropout probability in training
+    mode only gives the same numbers, dropout included (the checks allow it). Writing the
+    masking yourself is the exercise.
     """
 
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):

@@ -5,17 +5,6 @@ import math
 import torch
 
 
-# Parts whose exercise is attention itself (masking, heads) forbid PyTorch's fused attention while
-# their calls run: by the Python names (whatever alias reaches them; their math path is made of
-# ordinary operators) and as the fused kernels behind them (reached through torch.ops).
-LIBRARY_ATTENTION = ("torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
-                     "torch.nn.functional.multi_head_attention_forward",
-                     "aten._scaled_dot_product_flash_attention_for_cpu",
-                     "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
-                     "aten._scaled_dot_product_cudnn_attention",
-                     "aten._scaled_dot_product_fused_attention_overrideable", "aten._native_multi_head_attention")
-
-
 def future_positions(num_tokens: int) -> torch.Tensor:
     """The judge's own causal mask: True strictly above the diagonal (a query's future keys)."""
     return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
