@@ -62,9 +62,13 @@ def test_the_second_lab_is_graded_from_its_folder_with_the_same_code(course):
         summary = json.loads((out / "transformer" / "students" / student / "summary.json").read_text())
         assert {m["id"] for part in summary["parts"].values() for m in part["misconceptions"]} == mistakes, student
         if student not in TRANSFORMER_DEMO:
-            assert row["status"] == "no transformer/ folder in the submission", row
+            assert (row["status"], summary["handed_in"], row["max_total"]) == ("not handed in", False, "100"), row
     course_table = {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
     assert float(course_table["ada"]["total"]) == 200 and float(course_table["hana"]["transformer"]) == 30
+    # Not handed in is a missing value in the course's table, not a 0; the total is of what was handed in.
+    assert (course_table["ivan"]["transformer"], course_table["ivan"]["not handed in"]) == ("", "transformer")
+    assert float(course_table["ivan"]["total"]) == float(course_table["ivan"]["attention"])
+    assert course_table["ada"]["not handed in"] == ""
 
 
 def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(demo):
@@ -222,7 +226,7 @@ def test_broken_inputs_never_stop_the_batch(tmp_path):
     run = grade(LAB, cohort, tmp_path / "out", jobs=2, stream=io.StringIO())
     assert run["students"] == 4
     table = rows(tmp_path / "out")
-    assert table["empty"]["total"] == "0" and "no attention/ folder" in table["empty"]["status"]
+    assert table["empty"]["total"] == "0" and table["empty"]["status"] == "not handed in"
     assert "scores.py: larger than" in table["huge"]["notes"] and table["huge"]["status"] == "missing: scores.py"
     assert table["huge"]["scores"] == "0"
     assert float(table["huge"]["total"]) == 90

@@ -35,6 +35,7 @@ def test_automatic_and_manual_points_export_together(tmp_path):
     cohort = tmp_path / "cohort"
     for student in ("ada", "dara"):
         shutil.copytree(DEMO / student, cohort / student)
+    (cohort / "eve").mkdir()  # handed nothing in: no submission in the gradebook
     db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     grade_into_gradebook(cohort, tmp_path / "grades", db_url)
     with Gradebook(db_url) as gb:  # a grader marks one written answer in the formgrader
@@ -47,6 +48,7 @@ def test_automatic_and_manual_points_export_together(tmp_path):
     # the second lab: automatic points out of 100, four written answers of 2 points not marked yet
     assert (float(exported["transformer", "ada"]["score"]), float(exported["transformer", "ada"]["max_score"])) == (100, 108)
     assert float(exported["transformer", "dara"]["score"]) == 83  # an unbiased layer norm: 55 before parts were judged on their wiring
+    assert exported["attention", "eve"]["timestamp"] == "" == exported["transformer", "eve"]["timestamp"]  # missing
     with Gradebook(db_url) as gb:
         parts = {c.name: gb.find_grade(c.name, "attention_lab", "attention", "dara").score
                  for c in gb.find_notebook("attention_lab", "attention").task_cells}

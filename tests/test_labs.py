@@ -46,4 +46,6 @@ def test_the_course_table_has_one_total_per_lab(tmp_path):
     runs = [{"lab": "one", "records": [{"student": "ann", "total": 90}, {"student": "=bob", "total": 40.5}]},
             {"lab": "two", "records": [{"student": "ann", "total": 70}]}]
     rows = list(csv.reader(io.StringIO(course_csv(runs))))
-    assert rows == [["student", "one", "two", "total"], ["'=bob", "40.5", "0", "40.5"], ["ann", "90", "70", "160"]]
+    # A lab not handed in is a missing value, not a 0, and is named in the last column.
+    assert rows == [["student", "one", "two", "total", "not handed in"], ["'=bob", "40.5", "", "40.5", "two"],
+                    ["ann", "90", "70", "160", ""]]

@@ -67,7 +67,8 @@ def test_a_copy_with_renamed_variables_is_found_and_independent_solutions_are_no
 @pytest.fixture(scope="module")
 def cohort_reports(tmp_path_factory):
     """A small cohort graded: one right, one copying the reference with renamed names, one with a
-    mistake that draws a picture (tril for triu), one that loops forever in one function."""
+    mistake that draws a picture (tril for triu), one that loops forever in one function, and one
+    who handed nothing in."""
     root = tmp_path_factory.mktemp("reports")
     cohort = root / "cohort"
     for student in ("ann", "bo", "cy", "dee"):
@@ -78,6 +79,7 @@ def cohort_reports(tmp_path_factory):
     masking.write_text(masking.read_text().replace("torch.triu(", "torch.tril("))
     dropout = cohort / "dee" / "attention" / "dropout.py"
     dropout.write_text(dropout.read_text().replace('    """\n', '    """\n    while True:\n        pass\n', 1))
+    (cohort / "eve").mkdir()  # a student of the course without an attention/ folder
     out = root / "out"
     grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
     return out
@@ -94,6 +96,30 @@ def test_the_class_report_links_flags_and_lists_near_copies(cohort_reports):
     assert "softmax.py</b>: ann, bo, cy, dee, the reference solution" in groups
     softmax = groups[groups.index("softmax.py</b>"):].split("</li>")[0]
     assert softmax.count('<details class="similar">') == 4  # each of the 5 with its closest, not all 10 pairs
+
+
+def test_a_student_who_handed_nothing_in_is_not_a_green_zero(cohort_reports):
+    """Not handed in is its own state: 0 of the lab's real maximum, said first, in red, and left out of
+    the class's figures (a 0 would pull the means down), listed apart."""
+    summary = json.loads((cohort_reports / "students" / "eve" / "summary.json").read_text())
+    assert (summary["handed_in"], summary["status"], summary["total"], summary["max_total"]) == \
+        (False, "not handed in", 0, LAB.max_points)
+    assert {part: row["max_points"] for part, row in summary["parts"].items()} == \
+        {part.id: part.weight for part in LAB.parts}
+    assert (cohort_reports / "students" / "eve" / "feedback.md").read_text().startswith(
+        f"# {LAB.title}: not handed in, 0 / {LAB.max_points:g}")
+    gradescope = json.loads((cohort_reports / "students" / "eve" / "results.json").read_text())
+    assert gradescope["score"] == 0 and "not handed in" in gradescope["output"].splitlines()[0]
+    page = (cohort_reports / "students" / "eve" / "feedback.html").read_text()
+    assert 'id="not-handed-in"' in page and f'class="none" id="total">0 / {LAB.max_points:g}<' in page
+    assert "What cost points" not in page  # the state is said once, at the top
+    report = (cohort_reports / "report.html").read_text()
+    assert "4 students handed in" in report
+    absent = report[report.index('id="absent"'):].split("</p>")[0]
+    assert "Not handed in (1" in absent and 'href="students/eve/feedback.html"' in absent
+    students = report[report.index('id="students"'):report.index("Known mistakes")]
+    assert ">eve<" not in students
+    assert "eve,0,0,0,0,0,0,0,100,not handed in," in (cohort_reports / "grades.csv").read_text()
 
 
 def test_a_mask_mistake_is_pictured_for_public_checks_only(cohort_reports):
@@ -126,6 +152,8 @@ def test_the_reports_render_in_a_real_browser(cohort_reports, tmp_path):
     dom, console = render(cohort_reports / "students" / "cy" / "feedback.html", tmp_path)
     assert console == ""
     assert 'id="summary"' in dom and 'class="heatmap"' in dom and "Known mistake" in dom
+    dom, console = render(cohort_reports / "students" / "eve" / "feedback.html", tmp_path)
+    assert console == "" and 'id="not-handed-in"' in dom and 'class="none" id="total"' in dom
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")

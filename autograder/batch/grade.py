@@ -26,6 +26,7 @@ import os
 import queue
 import shutil
 import stat
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,7 @@ from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.lab import DECLARATION, KIT_ROOT, Lab
 from autograder.reports.class_report import class_report
 from autograder.reports.feedback import write_student
-from autograder.reports.records import course_csv, grades_csv, load_record, student_record
+from autograder.reports.records import course_csv, grades_csv, handed_in, load_record, student_record
 from autograder.reports.similarity import similarity
 from autograder.text import one_line
 
@@ -62,6 +63,7 @@ class Submission:
     student: str
     folder: Path
     problems: list[str] = field(default_factory=list)  # why it cannot be graded at all (status column)
+    handed_in: bool = True  # False: no <lab>/ folder, or nothing of the lab in it
     notes: list[str] = field(default_factory=list)  # what staging left out or noticed (notes column)
 
 
@@ -98,7 +100,7 @@ def stage(lab: Lab, submission: Submission, target: Path) -> None:
         submission.problems.append(f"{lab.name}/ is a link, not a folder of the submission: not graded")
         return
     if not source.is_dir():
-        submission.problems.append(f"no {lab.name}/ folder in the submission")
+        submission.handed_in = False
         return
     real_root = source.resolve()
     said = []  # (not one of the lab's modules, note)
@@ -111,6 +113,7 @@ def stage(lab: Lab, submission: Submission, target: Path) -> None:
                          for note in notes[:MAX_NOTES]]
     if len(notes) > MAX_NOTES:
         submission.notes.append(f"and {len(notes) - MAX_NOTES} more files noted, not listed")
+    submission.handed_in = any(target.iterdir())  # an empty folder, or only files that are not the lab's
 
 
 # Why a link cannot be followed, by errno (stat's), in words a student understands.
@@ -298,14 +301,14 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
     def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
         clock = time.monotonic()
         raw_file = staged.parent / "raw.json"
-        # No folder of this lab (or a link instead of one): nothing to run, the status says why.
-        answer = {} if submission.problems else lane.grade(staged, raw_file)
+        # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
+        answer = {} if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
         raw = json.loads(raw_file.read_text()) if "results" in answer and raw_file.is_file() else None
         if raw and raw.get("sandbox"):
             warnings.update(raw["sandbox"]["missing"])
         replayed.append(raw.get("replayed", 0) if raw else 0)
         record = student_record(lab, submission.student, raw, submission.problems, submission.notes,
-                                        answer.get("error"), time.monotonic() - clock)
+                                answer.get("error"), time.monotonic() - clock, submission.handed_in)
         folder = student_folder(out, submission.student)
         folder.mkdir(parents=True, exist_ok=True)
         write_student(lab, folder, record)
@@ -350,7 +353,8 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
     return {"lab": lab.name, "graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
             "ungraded": [f"{student}: {why}" for student, why in ungraded.items()],
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
-            "mean": sum(r["total"] for r in records) / len(records) if records else 0.0, "records": records}
+            "mean": statistics.fmean(handed) if (handed := [r["total"] for r in records if handed_in(r)]) else 0.0,
+            "records": records}
 
 
 def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> list[dict]:

@@ -16,6 +16,7 @@ from sqlalchemy.exc import SAWarning
 
 from autograder.authoring.release import course_config, run_nbgrader
 from autograder.lab import KIT_ROOT, Lab
+from autograder.reports.records import handed_in
 
 
 def course_gradebook() -> str:
@@ -49,7 +50,8 @@ def register_assignment(lab: Lab, db_url: str) -> None:
 
 
 def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
-    """Write each student's points per part of ``lab`` into the gradebook; return how many students."""
+    """Write each student's points per part of ``lab`` into the gradebook; return how many students
+    handed it in (the others get no submission: nbgrader's own export says it is missing)."""
     db_url = db_url or course_gradebook()
     register_assignment(lab, db_url)
     notebook = lab.notebook
@@ -59,6 +61,8 @@ def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
         for record in records:
             student = record["student"]
             gb.update_or_create_student(student)
+            if not handed_in(record):
+                continue
             try:
                 gb.find_submission(lab.name, student)
             except MissingEntry:
@@ -68,4 +72,4 @@ def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
                 grade.manual_score = record["parts"][part]["points"]
                 grade.needs_manual_grade = False
             gb.db.commit()
-    return len(records)
+    return sum(handed_in(record) for record in records)

@@ -16,6 +16,7 @@ import statistics
 from autograder.lab import Lab
 from autograder.reports.feedback import TEMPLATES, state
 from autograder.reports.histogram import histogram_svg
+from autograder.reports.records import handed_in
 from autograder.reports.similarity import THRESHOLD
 from autograder.text import one_line
 
@@ -43,7 +44,10 @@ def flags(record: dict) -> list[str]:
 def class_report(lab: Lab, records: list[dict], links: dict[str, str], similar: dict | None = None) -> str:
     """``links``: each student's feedback page, relative to the report; ``similar``: the near-copies
     (:func:`autograder.reports.similarity.similarity`; None leaves the section out)."""
-    records = sorted(records, key=lambda r: r["student"])
+    everyone = sorted(records, key=lambda r: r["student"])
+    # Who handed nothing in is listed apart and left out of every statistic: a 0 would pull the means.
+    absent = [{"name": one_line(r["student"]), "link": links.get(r["student"], "")} for r in everyone if not handed_in(r)]
+    records = [r for r in everyone if handed_in(r)]
     totals = [r["total"] for r in records]
     students = [{"name": one_line(r["student"]), "link": links.get(r["student"], ""), "total": r["total"],
                  "state": state(r["total"], r["max_total"]), "status": r["status"], "flags": flags(r),
@@ -69,7 +73,7 @@ def class_report(lab: Lab, records: list[dict], links: dict[str, str], similar: 
             for mistake in record["parts"][part].get("misconceptions", []):
                 entry = mistakes.setdefault(mistake["id"], {**mistake, "part": part, "students": []})
                 entry["students"].append(one_line(record["student"]))
-    view = {"lab": lab.title, "count": len(records), "max_points": lab.max_points,
+    view = {"lab": lab.title, "count": len(records), "max_points": lab.max_points, "absent": absent,
             "mean": statistics.fmean(totals) if totals else 0.0, "median": statistics.median(totals) if totals else 0.0,
             "full": sum(t >= lab.max_points for t in totals), "histogram": histogram_svg(totals, lab.max_points),
             "parts": parts, "students": students, "part_ids": lab.part_ids,

@@ -22,7 +22,7 @@ from autograder.files import write_atomically
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence
 from autograder.lab import Lab
 from autograder.reports.heatmap import heatmap_svg
-from autograder.reports.records import hidden_line, points
+from autograder.reports.records import NOT_HANDED_IN, handed_in, hidden_line, points
 from autograder.text import markdown_block, markdown_span, one_line, printable
 
 # Every value a page shows is made printable, then escaped: autoescape alone leaves control and
@@ -50,7 +50,8 @@ def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
         checks = [c for c in seen if c["part"] == part]
         public = [c for c in checks if not c["hidden"]]
         secret = [c for c in checks if c["hidden"]]
-        got, out_of = points(checks, passed=True), points(checks)
+        got = points(checks, passed=True)
+        out_of = points(checks) if record["checks"] else record["parts"][part]["max_points"]  # checks never ran
         failed = [c for c in public if not c["passed"]]
         mistakes = []
         for mistake in record["parts"][part].get("misconceptions", []):
@@ -73,11 +74,11 @@ def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
             "hidden": {"passed": sum(c["passed"] for c in secret), "total": len(secret),
                        "failed": [{"name": c["name"], "line": hidden_line(c)} for c in secret if not c["passed"]]},
         })
-    got, out_of = points(seen, passed=True), points(seen)
+    got, out_of = points(seen, passed=True), round(sum(part["max_points"] for part in parts), 6)
     status = record["status"] if hidden else record.get("public_status", record["status"])
     return {"lab": lab.title, "student": one_line(record["student"]), "hidden": hidden,
-            "total": got, "max_total": out_of, "state": state(got, out_of),
-            "status": "" if status == "graded" else status, "notes": record["notes"], "parts": parts}
+            "handed_in": handed_in(record), "total": got, "max_total": out_of, "state": state(got, out_of),
+            "status": "" if status in ("graded", NOT_HANDED_IN) else status, "notes": record["notes"], "parts": parts}
 
 
 def picture_markdown(picture: dict) -> str:
@@ -90,6 +91,8 @@ def feedback_markdown(lab: Lab, record: dict, hidden: bool = True) -> str:
     view = feedback_view(lab, record, hidden)
     heading = f"{view['total']:g} / {view['max_total']:g}" if hidden else \
         f"public checks {view['total']:g} / {view['max_total']:g} (hidden checks: after grades are published)"
+    if not view["handed_in"]:
+        heading = f"{NOT_HANDED_IN}, {view['total']:g} / {view['max_total']:g}"
     lines = [f"# {lab.title}: {heading}", "", "| part | points | checks passed |", "|---|---:|---:|"]
     lines += [f"| {p['id']} | {p['points']:g} / {p['max_points']:g} | {p['passed']} / {p['checks']} |" for p in view["parts"]]
     lines += [f"| **total** | **{view['total']:g} / {view['max_total']:g}** | |", ""]

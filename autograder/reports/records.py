@@ -36,8 +36,13 @@ def problem(failure: dict) -> tuple[str, str] | None:
     return (PROBLEM_NAMES[kind], where) if kind in PROBLEM_NAMES else None
 
 
-def status_of(raw: dict | None, problems: list[str], error: str | None) -> str:
-    """``graded`` when nothing went wrong; otherwise what cost points beyond wrong answers."""
+NOT_HANDED_IN = "not handed in"
+
+
+def status_of(raw: dict | None, problems: list[str], error: str | None, handed_in: bool = True) -> str:
+    """``graded`` when nothing went wrong; ``not handed in``; otherwise what cost points beyond wrong answers."""
+    if not handed_in:
+        return NOT_HANDED_IN
     if error:
         return "error: " + one_line(error.strip().splitlines()[-1][:200])
     found: dict[str, list[str]] = {}  # "timed out": ["<module>.<function>", ...]
@@ -51,11 +56,13 @@ def status_of(raw: dict | None, problems: list[str], error: str | None) -> str:
 
 
 def student_record(lab: Lab, student: str, raw: dict | None, problems: list[str], notes: list[str],
-                   error: str | None, seconds: float) -> dict:
-    """Everything the reports need about one student, from the lane's raw results."""
+                   error: str | None, seconds: float, handed_in: bool = True) -> dict:
+    """Everything the reports need about one student, from the lane's raw results. A student who
+    handed in nothing (``handed_in=False``), or whose checks never ran, gets 0 of the lab's real
+    maximum."""
     order = lab.part_ids  # the teaching order
     checks = sorted(raw["checks"] if raw else [], key=lambda c: order.index(c["part"]))
-    parts = {part: {"points": 0.0, "max_points": 0.0} for part in order}
+    parts = {part: {"points": 0.0, "max_points": lab.part(part).weight} for part in order}
     for part, row in (raw or {}).get("parts", {}).items():
         parts[part] = {"points": row["points"], "max_points": row["max_points"]}
     for part in order:
@@ -63,16 +70,17 @@ def student_record(lab: Lab, student: str, raw: dict | None, problems: list[str]
     return {
         "lab": lab.name,
         "student": student,
-        "status": status_of(raw, problems, error),
+        "handed_in": handed_in,
+        "status": status_of(raw, problems, error, handed_in),
         # What a student may read before hidden results are published: a hidden check's time-out or
         # crash names its call, which code could make depend on the hidden inputs.
         "public_status": status_of({**(raw or {}), "checks": [c for c in (raw or {}).get("checks", [])
-                                                              if not c["hidden"]]}, problems, error),
+                                                              if not c["hidden"]]}, problems, error, handed_in),
         "notes": [*notes, *(raw or {}).get("notes", [])],
         "reaches": (raw or {}).get("reaches", []),  # where the code reaches into internals (judge.internals)
         "parts": parts,
         "total": round(sum(p["points"] for p in parts.values()), 6),
-        "max_total": round(sum(p["max_points"] for p in parts.values()), 6) or lab.max_points,
+        "max_total": round(sum(p["max_points"] for p in parts.values()), 6),
         "seconds": round(seconds, 3),
         "checks": [{"part": c["part"], "name": c["check"], "hidden": c["hidden"], "points": c["points"],
                     "passed": c["passed"], "message": "" if c["hidden"] else c["message"], "about": c.get("about", ""),
@@ -101,6 +109,11 @@ def hidden_line(check: dict) -> str:
     return f"checks: {check['about']}" if check.get("about") else "a hidden check"
 
 
+def handed_in(record: dict) -> bool:
+    """Whether the student handed anything of the lab in (a record from before the field: yes)."""
+    return record.get("handed_in", True)
+
+
 def load_record(folder: Path) -> dict | None:
     try:
         return json.loads((folder / "summary.json").read_text())
@@ -120,13 +133,18 @@ def grades_csv(lab: Lab, records: list[dict]) -> str:
 
 
 def course_csv(runs: list[dict]) -> str:
-    """The course's table: one row per student, one total per lab graded (0 for a lab not handed in)."""
+    """The course's table: one row per student, one total per lab graded, empty for a lab not handed
+    in (a spreadsheet's missing value, not a 0), then the total of what was handed in and the labs
+    not handed in."""
     labs = [run["lab"] for run in runs]
-    totals = {(run["lab"], record["student"]): record["total"] for run in runs for record in run["records"]}
+    totals = {(run["lab"], record["student"]): record["total"] if handed_in(record) else None
+              for run in runs for record in run["records"]}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", *labs, "total"])
+    writer.writerow(["student", *labs, "total", NOT_HANDED_IN])
     for student in sorted({student for _, student in totals}):
-        mine = [totals.get((lab, student), 0.0) for lab in labs]
-        writer.writerow([csv_cell(student), *(f"{t:g}" for t in mine), f"{round(sum(mine), 6):g}"])
+        mine = [totals.get((lab, student)) for lab in labs]
+        missing = [lab for lab, total in zip(labs, mine) if total is None]
+        writer.writerow([csv_cell(student), *("" if t is None else f"{t:g}" for t in mine),
+                         f"{round(sum(t for t in mine if t is not None), 6):g}", " ".join(missing)])
     return out.getvalue()
