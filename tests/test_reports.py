@@ -11,6 +11,7 @@ import pytest
 
 from autograder.batch.grade import grade
 from autograder.reports.class_report import flags
+from autograder.reports.feedback import feedback_markdown, feedback_view
 from autograder.reports.histogram import bins, histogram_svg
 from autograder.reports.similarity import similarity
 from conftest import KIT, LAB, SOLUTIONS
@@ -62,6 +63,31 @@ def test_a_copy_with_renamed_variables_is_found_and_independent_solutions_are_no
     assert not any("the reference solution" in pair for pair in pairs)  # ben's own work is not the reference
     shown = next(p for p in found["pairs"] if p["module"] == "softmax.py")
     assert "<mark>" in shown["first_code"] and "<script" not in shown["first_code"]
+
+
+def test_each_fact_is_said_once_per_part():
+    """A module that does not import tells every check the same: one entry for the part, naming the
+    others; a function not implemented, one per function; wrong answers are never merged."""
+    broken = "softmax.py could not be imported: SyntaxError: invalid syntax (at softmax.py line 86)"
+
+    def check(name, kind, message, points=1.0):
+        return {"part": "softmax", "name": name, "hidden": False, "points": points, "passed": False,
+                "message": message, "about": "", "failure": {"kind": kind}, "diagnoses": []}
+
+    checks = [check("test_a", "import", broken), check("test_b", "import", broken, 2.0), check("test_c", "import", broken),
+              check("test_d", "not_implemented", "not implemented yet: scores.f"),
+              check("test_e", "not_implemented", "not implemented yet: scores.g"),
+              check("test_f", "wrong", "expected 1, got 2"), check("test_g", "wrong", "expected 1, got 2")]
+    record = {"student": "ann", "status": "graded", "notes": [], "checks": checks, "handed_in": True,
+              "parts": {part: {"points": 0.0, "max_points": LAB.part(part).weight, "misconceptions": []}
+                        for part in LAB.part_ids}}
+    failed = next(p for p in feedback_view(LAB, record)["parts"] if p["id"] == "softmax")["failed"]
+    assert [(f["name"], f["also"], f["points"]) for f in failed] == [
+        ("test_a", ["test_b", "test_c"], 4.0), ("test_d", [], 1.0), ("test_e", [], 1.0), ("test_f", [], 1.0),
+        ("test_g", [], 1.0)]
+    page = feedback_markdown(LAB, record)
+    assert page.count("could not be imported") == 1 and "`test_a` and 2 more checks (`test_b`, `test_c`) (4 pt)" in page
+    assert page.count("line 86") == 1
 
 
 @pytest.fixture(scope="module")

@@ -193,7 +193,7 @@ class Worker:
             file, line = failing_line(exc, self.root)
             place = f" (at {file} line {line})" if line else ""
             self.broken_imports[name] = RequestError(
-                "import", f"{name}.py could not be imported: {describe_exception(exc)}{place}", name,
+                "import", f"{name}.py could not be imported: {describe_exception(exc, bool(line))}{place}", name,
                 file=file or f"{name}.py", line=line, type=type(exc).__name__, phase="import")
             raise self.broken_imports[name] from None
 
@@ -338,7 +338,11 @@ def structure(module: torch.nn.Module) -> dict:
     }
 
 
-def describe_exception(exc: BaseException) -> str:
+def describe_exception(exc: BaseException, placed: bool = False) -> str:
+    """``Type: message``; with ``placed`` (the caller says the file and line), a syntax error's text
+    without the "(file, line N)" its str() appends."""
+    if placed and isinstance(exc, SyntaxError) and exc.msg:
+        return f"{type(exc).__name__}: {exc.msg}"[:2000]
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return text[:2000]
 

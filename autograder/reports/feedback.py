@@ -41,6 +41,39 @@ def state(got: float, out_of: float) -> str:
     return "full" if got >= out_of else "partial" if got > 0 else "none"
 
 
+# Failures that say the same to every check that meets them (a module that does not import, is
+# missing, a function not implemented yet): one entry per message, naming the other checks.
+SAID_ONCE = {"import", "missing", "not_implemented"}
+
+
+def once_per_fact(failed: list[dict]) -> list[dict]:
+    """The failed public checks as the feedback lists them: one entry each, except that checks failing
+    with the same message of a ``SAID_ONCE`` kind share the first one's entry (its points summed)."""
+    shown: list[dict] = []
+    first: dict[tuple[str, str], dict] = {}  # (kind, message): its entry
+    for check in failed:
+        entry = {"name": check["name"], "points": check["points"], "about": check.get("about", ""),
+                 "message": printable(check["message"].strip()), "picture": (check.get("failure") or {}).get("picture"),
+                 "also": []}
+        kind = (check.get("failure") or {}).get("kind")
+        if kind in SAID_ONCE and (kind, entry["message"]) in first:
+            same = first[kind, entry["message"]]
+            same["also"].append(check["name"])
+            same["points"] = round(same["points"] + check["points"], 6)
+            same["about"] = ""  # what one check checks no longer describes the entry
+            continue
+        if kind in SAID_ONCE:
+            first[kind, entry["message"]] = entry
+        shown.append(entry)
+    return shown
+
+
+def also(check: dict) -> str:
+    """`` and N more checks`` for an entry that speaks for several checks."""
+    more = len(check["also"])
+    return f" and {more} more check{'s' if more > 1 else ''}" if more else ""
+
+
 def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
     """Everything the feedback shows, in order. With ``hidden=False`` nothing about hidden checks
     (Gradescope's top-level output, visible before grades are published): points are public ones."""
@@ -67,9 +100,7 @@ def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
                                key=lambda m: (-(m["public"] + m["hidden"]), m["id"])),
             "depends": [{"label": dependency_label(d), "sentence": dependency_sentence(part, d)}
                         for d in dependencies(lab, part, seen)],
-            "failed": [{"name": c["name"], "points": c["points"], "about": c.get("about", ""),
-                        "message": printable(c["message"].strip()),
-                        "picture": (c.get("failure") or {}).get("picture")} for c in failed],
+            "failed": once_per_fact(failed),
             "passed_checks": [c["name"] for c in public if c["passed"]],
             "hidden": {"passed": sum(c["passed"] for c in secret), "total": len(secret),
                        "failed": [{"name": c["name"], "line": hidden_line(c)} for c in secret if not c["passed"]]},
@@ -107,7 +138,9 @@ def feedback_markdown(lab: Lab, record: dict, hidden: bool = True) -> str:
         lines += [f"- **{d['label']}**: {d['sentence']}" for d in part["depends"]]
         for check in part["failed"]:
             message = markdown_block(check["message"]).replace("\n", "\n  ")
-            lines.append(f"- ✗ {markdown_span(check['name'])} ({check['points']:g} pt):\n\n  {message}\n")
+            others = f" ({', '.join(markdown_span(name) for name in check['also'])})" if check["also"] else ""
+            lines.append(f"- ✗ {markdown_span(check['name'])}{also(check)}{others} ({check['points']:g} pt):\n\n"
+                         f"  {message}\n")
             if check["picture"]:
                 lines.append(f"  {picture_markdown(check['picture'])}\n")
         if hidden and part["hidden"]["total"]:
@@ -128,7 +161,7 @@ def matched(mistake: dict, hidden: bool) -> str:
 
 def feedback_html(lab: Lab, record: dict) -> str:
     view = feedback_view(lab, record)
-    return TEMPLATES.get_template("feedback.html").render(view=view, matched=matched)
+    return TEMPLATES.get_template("feedback.html").render(view=view, matched=matched, also=also)
 
 
 def gradescope(lab: Lab, record: dict) -> dict:
