@@ -6,7 +6,12 @@ PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
 LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
-.PHONY: grade bench test check new-lab release solutions student-bundle gradescope-zip clean
+.PHONY: help grade bench test check new-lab release solutions student-bundle gradescope-zip clean
+.DEFAULT_GOAL := help
+
+## make help: these commands, one line each
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 # The venv is rebuilt whenever the pinned requirements change.
 $(READY): requirements.txt

@@ -117,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from autograder.judge.plugin import checks_command_line
 
-    submission = options.submission or find_lab(options.lab).release
+    try:
+        submission = options.submission or find_lab(options.lab).release
+    except LabError as exc:  # several labs and none named: say which exist
+        parser.error(str(exc))
     checks = (options.checks or submission / "tests").resolve()
     if not (checks / "points.toml").is_file():
         parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")

@@ -1,5 +1,6 @@
 """`make check`: the student's loop on their working copy, through the same boundary as `make grade`."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -55,3 +56,20 @@ def test_with_the_instructors_checks_the_hint_names_the_known_mistake(tmp_path):
     no_rescaling = (SOLUTIONS / "dropout.py").read_text().replace("x / (1 - p)", "x")
     run = check(students_copy(tmp_path, dropout=no_rescaling), "--checks", str(CHECKS), "--part", "dropout")
     assert "hint: With a fraction p dropped, the expected value of each entry shrinks" in run.stdout
+
+
+def test_make_help_lists_every_command_and_is_the_default():
+    makefile = (KIT / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY: (.+)$", makefile, re.MULTILINE).group(1).split()
+    for command in ([], ["help"]):
+        run = subprocess.run(["make", "-s", *command], cwd=KIT, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        listed = set(re.findall(r"^make ([a-z-]+)", run.stdout, re.MULTILINE))
+        assert listed == set(phony) - {"clean"}, listed
+
+
+def test_check_without_a_lab_names_the_labs_instead_of_a_traceback():
+    run = subprocess.run([sys.executable, "-m", "autograder", "check"], cwd=KIT, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "name a lab (LAB=...): the labs are attention, transformer" in run.stderr

@@ -425,7 +425,9 @@ class Scoreboard:
         lab = self.config.stash[LAB]
         summary = summarise(lab, self.results)
         write = terminalreporter.write_line
-        terminalreporter.section(f"{lab.name} lab: points")
+        hidden = any(entry["hidden"] for entry in self.results.values())
+        terminalreporter.section(f"{lab.name} lab: points of the public and hidden checks" if hidden else
+                                 f"{lab.name} lab: points of the public checks (your grade adds hidden ones)")
         write(f"{'part':<12} {'points':>13}   checks passed")
         for part, row in summary["parts"].items():
             write(f"{part:<12} {row['points']:>6g} / {row['max_points']:<4g}   {row['passed']} / {row['checks']}")
