@@ -22,8 +22,15 @@ def default_submissions() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder", description="Build, check and grade the course's labs. The Makefile calls these "
+        "commands (make help); classroom-run and gradescope-run are what the platforms call on their own machines, "
+        "inside what student-bundle and gradescope-zip built. Each command's --help says more.")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, about: str, **options) -> argparse.ArgumentParser:
+        """A subcommand whose one line shows in the list and opens its own --help."""
+        return subparsers.add_parser(name, help=about, description=about[0].upper() + about[1:] + ".", **options)
     timeout = argparse.ArgumentParser(add_help=False)
     timeout.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT,
                          help=f"seconds one call into student code may take (default: {CALL_TIMEOUT:g})")
@@ -31,11 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     one_lab.add_argument("--lab", help="the lab (a folder of source/; default: the course's only lab)")
     some_labs = argparse.ArgumentParser(add_help=False)
     some_labs.add_argument("--lab", help="only this lab (default: every lab of source/)")
-    commands.add_parser("release", parents=[some_labs], help="write assignments/<lab>/ (stubs, public checks) from source/")
-    commands.add_parser("solutions", parents=[some_labs],
-                        help="write solutions/<lab>/ (reference code, all checks) from source/")
-    check = commands.add_parser("check", parents=[timeout, one_lab],
-                                help="run the checks on a submission folder and print the points")
+    command("release", "write assignments/<lab>/ (stubs, public checks) from source/", parents=[some_labs])
+    command("solutions", "write solutions/<lab>/ (reference code, all checks) from source/", parents=[some_labs])
+    check = command("check", "run the checks on a submission folder and print the points", parents=[timeout, one_lab])
     check.add_argument("--part", help="run one part's checks only (a part of the lab)")
     check.add_argument("--submission", type=Path, help="folder with the lab's modules (default: assignments/<lab>)")
     check.add_argument("--checks", type=Path, help="folder of checks (default: the submission's tests/)")
@@ -43,35 +48,35 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--results-json", help="also write the results to this JSON file")
     check.add_argument("--no-sandbox", action="store_true", help="run student code unconfined")
     check.add_argument("-v", "--verbose", action="store_true", help="print every failing check's message")
-    commands.add_parser("student-bundle", parents=[some_labs], help="write dist/<lab>-student/ and .zip (release, "
-                                                                    "harness, README, Makefile, Classroom workflow)")
-    commands.add_parser("gradescope-zip", parents=[some_labs],
-                        help="write dist/<lab>-gradescope.zip (setup.sh, run_autograder)")
-    classroom = commands.add_parser("classroom-run", help="in GitHub Classroom's workflow: one reporter "
-                                                          "result per part, appended to $GITHUB_OUTPUT")
+    command("student-bundle", "write dist/<lab>-student/ and .zip (release, harness, README, Makefile, Classroom "
+            "workflow)", parents=[some_labs])
+    command("gradescope-zip", "write dist/<lab>-gradescope.zip (setup.sh, run_autograder)", parents=[some_labs])
+    classroom = command("classroom-run", "in GitHub Classroom's workflow: one reporter result per part, appended to "
+                        "$GITHUB_OUTPUT")
     classroom.add_argument("--submission", type=Path, required=True,
                            help="a lab's folder: the modules, lab.toml and tests/")
     classroom.add_argument("--output", type=Path, help="step outputs file (default: $GITHUB_OUTPUT, else stdout)")
-    gradescope = commands.add_parser("gradescope-run", help="on Gradescope (run_autograder): grade "
-                                                            "<root>/submission into <root>/results/results.json")
+    gradescope = command("gradescope-run", "on Gradescope (run_autograder): grade <root>/submission into "
+                         "<root>/results/results.json")
     gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
-    grade = commands.add_parser("grade", parents=[timeout, some_labs],
-                                help="grade every submission of a cohort, lab by lab, and write the reports")
+    grade = command("grade", "grade every submission of a cohort, lab by lab, and write the reports",
+                    parents=[timeout, some_labs])
     grade.add_argument("--submissions", type=Path, default=default_submissions(),
                        help="folder of <student>/<lab>/ (default: submitted/ if it exists, else examples/submitted/)")
     grade.add_argument("--out", type=Path, default=KIT_ROOT / "grades", help="where the reports go (default: grades/)")
-    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded in parallel")
+    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded in parallel (default: the number of CPUs)")
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
     grade.add_argument("--nbgrader", action="store_true",
                        help="also record each student's points per part in nbgrader's gradebook")
     grade.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
     grade.add_argument("--budget", type=float, default=MODULE_BUDGET,
-                       help="seconds the calls into one module of a submission may take in all")
+                       help=f"seconds the calls into one module of a submission may take in all "
+                            f"(default: {MODULE_BUDGET:g})")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
-    new_lab = commands.add_parser("new-lab", help="write source/<name>/, a new lab with one placeholder "
-                                                  "exercise per part that already grades")
+    new_lab = command("new-lab", "write source/<name>/, a new lab with one placeholder exercise per part that "
+                      "already grades")
     new_lab.add_argument("name", help="the lab's folder name (a Python identifier)")
     new_lab.add_argument("--parts", required=True, help="its parts in teaching order, comma-separated")
     new_lab.add_argument("--title", help="the lab's title (default: a TODO)")

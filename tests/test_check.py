@@ -73,3 +73,23 @@ def test_check_without_a_lab_names_the_labs_instead_of_a_traceback():
                          timeout=120)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert "name a lab (LAB=...): the labs are attention, transformer" in run.stderr
+
+
+def test_every_command_explains_itself_in_plain_text():
+    """`--help` of the kit and of each command: a description, no reStructuredText markup, and every
+    option that has a default says it."""
+    def helped(*command):
+        run = subprocess.run([sys.executable, "-m", "autograder", *command, "--help"], cwd=KIT, capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode == 0 and "``" not in run.stdout, run.stdout
+        return run.stdout
+
+    commands = re.search(r"\{([a-z,-]+)\}", helped()).group(1).split(",")
+    assert "grade" in commands and "check" in commands
+    for name in commands:
+        text = helped(name)
+        description = text.split("\n\n")[1]
+        assert description.strip() and not description.startswith(("options:", "positional")), (name, text)
+    grade = " ".join(helped("grade").split())
+    for option in ("--jobs", "--budget", "--call-timeout", "--out", "--submissions"):
+        assert re.search(re.escape(option) + r" [A-Z_]+ [^-]*\(default: ", grade), option
