@@ -74,6 +74,8 @@ def test_the_second_lab_is_graded_from_its_folder_with_the_same_code(course):
 def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(demo):
     out, run = demo
     assert f"reports in {out}" in run.stdout
+    for lab in LABS:  # each progress line names its lab
+        assert f"{lab.name}: graded 1/" in run.stderr, run.stderr[-2000:]
     table = rows(out)
     assert sorted(table) == sorted(p.name for p in DEMO.iterdir())
     assert list(csv.reader(io.StringIO((out / "grades.csv").read_text())))[0] == \

@@ -243,8 +243,8 @@ class Lane:
 class Progress:
     """A bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total, self.done, self.stream = total, 0, stream
+    def __init__(self, lab: str, total: int, stream=sys.stderr):
+        self.lab, self.total, self.done, self.stream = lab, total, 0, stream
         self.tty = stream.isatty()
         self.lock = threading.Lock()
 
@@ -253,12 +253,13 @@ class Progress:
             self.done += 1
             if self.tty:
                 filled = int(30 * self.done / max(self.total, 1))
-                self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
+                self.stream.write(f"\r{self.lab} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
                                   f"{one_line(student)[:30]:<30}")
                 if self.done == self.total:
                     self.stream.write("\n")
             else:
-                self.stream.write(f"graded {self.done}/{self.total}: {one_line(student)}: {one_line(outcome)}\n")
+                self.stream.write(f"{self.lab}: graded {self.done}/{self.total}: {one_line(student)}: "
+                                  f"{one_line(outcome)}\n")
             self.stream.flush()
 
 
@@ -289,7 +290,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
             continue
         todo.append((submission, staged, stamp))
 
-    progress = Progress(len(todo), stream)
+    progress = Progress(lab.name, len(todo), stream)
     work: queue.Queue = queue.Queue()
     for item in todo:
         work.put(item)
