@@ -171,7 +171,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
             print(f"error: not graded: {run['lab']}: {one_line(problem)}", file=sys.stderr)
         print(f"{run['lab']}: graded {run['graded']} submissions ({run['skipped']} unchanged, skipped) of "
               f"{run['students']} in {run['seconds']:.1f} s; mean {run['mean']:.1f}; reports in {out / run['lab']}/ "
-              f"(grades.csv, report.html, students/<student>/feedback.md)")
+              f"(grades.csv, report.html, students/<student>/feedback.html)")
     print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
     return 1 if any(run["ungraded"] for run in runs) else 0
 

@@ -93,3 +93,15 @@ def test_every_command_explains_itself_in_plain_text():
     grade = " ".join(helped("grade").split())
     for option in ("--jobs", "--budget", "--call-timeout", "--out", "--submissions"):
         assert re.search(re.escape(option) + r" [A-Z_]+ [^-]*\(default: ", grade), option
+
+
+def test_the_readme_quotes_only_commands_and_paths_that_exist():
+    """What the README tells a reader to run or open is there: each `make <target>` is a target of
+    the kit's Makefile or of the ones a lab folder and the student bundle get; each path exists."""
+    readme = (KIT / "README.md").read_text()
+    makefiles = [KIT / "Makefile", KIT / "platforms" / "lab" / "Makefile", KIT / "platforms" / "student" / "Makefile"]
+    targets = {t for m in makefiles for t in re.findall(r"^([a-z][a-z-]*):", m.read_text(), re.MULTILINE)}
+    assert set(re.findall(r"`make ([a-z][a-z-]*)", readme)) <= targets
+    paths = set(re.findall(r"`((?:autograder|tests|source|platforms|examples|solutions|assignments|\.github|\.ci)/"
+                           r"[^`<>*\s]*)`", readme))
+    assert len(paths) > 20 and sorted(p for p in paths if not (KIT / p.split("::")[0]).exists()) == []
