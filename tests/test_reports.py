@@ -12,6 +12,7 @@ import pytest
 from autograder.batch.grade import grade
 from autograder.reports.class_report import flags
 from autograder.reports.feedback import feedback_markdown, feedback_view
+from autograder.reports.heatmap import NEGATIVE, heatmap_svg
 from autograder.reports.histogram import bins, histogram_svg
 from autograder.reports.similarity import similarity
 from conftest import KIT, LAB, SOLUTIONS
@@ -63,6 +64,22 @@ def test_a_copy_with_renamed_variables_is_found_and_independent_solutions_are_no
     assert not any("the reference solution" in pair for pair in pairs)  # ben's own work is not the reference
     shown = next(p for p in found["pairs"] if p["module"] == "softmax.py")
     assert "<mark>" in shown["first_code"] and "<script" not in shown["first_code"]
+
+
+def test_a_picture_reads_at_once():
+    """Weights (never negative) on a sequential scale from 0, both signs on a diverging one; NaN and
+    the infinities each a legend entry; column indices; the slice drawn and the shape written out."""
+    picture = {"actual": [[0.5, "nan", 0.2], [0.1, 0.9, "inf"]], "expected": [[0.5, 0.3, 0.2], [0.1, 0.9, 0.0]],
+               "differ": [[0, 1, 0], [0, 0, 1]], "slice": [1], "rows": [0, 2], "cols": [4, 7], "shape": [2, 2, 9],
+               "mask": False}
+    blue = "#{:02x}{:02x}{:02x}".format(*NEGATIVE)
+    weights = heatmap_svg(picture)
+    assert ">0</text>" in weights and ">0.9</text>" in weights and blue not in weights  # no half-used scale
+    assert ">NaN</text>" in weights and ">∞</text>" in weights and ">−∞</text>" not in weights
+    assert all(f">{column}</text>" in weights for column in (4, 5, 6))
+    assert "drawn: [1, 0:2, 4:7] of a tensor of shape (2, 2, 9)" in weights
+    signed = heatmap_svg({**picture, "actual": [[-0.5, 0.1, 0.2], [0.1, 0.9, 0.3]]})
+    assert ">-0.9</text>" in signed and blue in signed and ">NaN</text>" not in signed
 
 
 def test_each_fact_is_said_once_per_part():

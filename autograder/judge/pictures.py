@@ -25,7 +25,7 @@ def _window(size: int, around: int) -> range:
 
 
 def matrix_picture(actual, expected, differ: torch.Tensor) -> dict | None:
-    """``{"actual", "expected", "differ", "slice", "rows", "cols", "mask"}`` for two tensors of one
+    """``{"actual", "expected", "differ", "slice", "rows", "cols", "shape", "mask"}`` for two tensors of one
     shape with at least two dims, ``differ`` marking the entries that fail; else None."""
     if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)) or actual.shape != expected.shape \
             or actual.dim() < 2 or not bool(differ.any()):
@@ -41,4 +41,4 @@ def matrix_picture(actual, expected, differ: torch.Tensor) -> dict | None:
 
     return {"actual": values(actual), "expected": values(expected), "differ": differ[crop].int().tolist(),
             "slice": list(lead), "rows": [rows.start, rows.stop], "cols": [cols.start, cols.stop],
-            "mask": expected.dtype == torch.bool}
+            "shape": list(actual.shape), "mask": expected.dtype == torch.bool}
