@@ -65,6 +65,8 @@ def test_every_hidden_check_says_in_one_line_what_it_checks(solution_results):
     """A failed hidden check shows only its docstring: each one has one."""
     hidden = [c for c in solution_results["checks"] if c["hidden"]]
     assert hidden and [c["check"] for c in hidden if not c["about"]] == []
+    # In the student's words: the authors' "Contract: " and "Docstring: " openings are left out.
+    assert [c["about"] for c in solution_results["checks"] if c["about"].startswith(("Contract:", "Docstring:"))] == []
 
 
 def test_hidden_checks_are_the_ones_fenced_in_points_toml(lab, solution_results):

@@ -132,6 +132,19 @@ def part_of(item) -> str | None:
     return stem if stem in item.config.stash[LAB].part_ids else None
 
 
+# The checks' docstrings open with where a requirement comes from, for the author; a student reads
+# the requirement itself ("checks: softmax is right ...", not "checks: Contract: softmax ...").
+AUTHORS_PREFIXES = ("Contract: ", "Docstring: ")
+
+
+def about(docstring: str | None) -> str:
+    """What a check checks, in one line of the student's words."""
+    text = " ".join((docstring or "").split())
+    for prefix in AUTHORS_PREFIXES:
+        text = text.removeprefix(prefix)
+    return text
+
+
 def pytest_collection_modifyitems(session, config, items):
     if not items:
         return
@@ -154,7 +167,7 @@ def pytest_collection_modifyitems(session, config, items):
         siblings = sum(1 for other in items if other.originalname == name and other.path == item.path)
         item.user_properties += [("part", part), ("check", name), ("hidden", hidden),
                                  ("points", float(points.get(part, {}).get(name, 0)) / siblings),
-                                 ("about", " ".join((item.function.__doc__ or "").split()))]
+                                 ("about", about(item.function.__doc__))]
     # Hidden checks last (each group in its own order): what they send can never reach a public
     # check's message, the only place a student reads what the code was given.
     items.sort(key=lambda item: item.get_closest_marker("hidden") is not None)
