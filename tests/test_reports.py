@@ -33,12 +33,34 @@ def record(checks):
                         **({} if passed else {"failure": {"kind": kind}})} for i, (hidden, passed, kind) in enumerate(checks)]}
 
 
+def texts(record) -> list[str]:
+    return [flag["text"] for flag in flags(record)]
+
+
 def test_a_hard_coder_and_points_lost_to_time_outs_are_flagged():
     hard_coder = record([(False, True, None)] * 3 + [(True, False, "wrong")] * 3)
-    assert flags(hard_coder) == ["passes every public check, fails most hidden ones"]
-    assert flags(record([(False, True, None), (True, False, "timeout"), (True, True, None)])) == \
+    assert texts(hard_coder) == ["passes every public check, fails most hidden ones"]
+    assert texts(record([(False, True, None), (True, False, "timeout"), (True, True, None)])) == \
         ["lost 1 points to time-outs or crashes"]
-    assert flags(record([(False, False, "wrong"), (True, False, "wrong")])) == []  # just wrong: nothing to look at
+    assert texts(record([(False, False, "wrong"), (True, False, "wrong")])) == []  # just wrong: nothing to look at
+
+
+def test_a_module_that_does_not_import_a_part_not_started_and_upload_notes_need_a_look():
+    """Each reason once, pointing at its evidence on the student's feedback page."""
+    broken = {"kind": "import", "file": "softmax.py", "line": 49}
+    student = {"notes": ["README.md: not part of the assignment, not graded", "conftest.py: not part of the assignment, "
+                         "not graded", "notes.txt: not UTF-8"], "checks": [
+        {"part": "softmax", "name": f"c{i}", "points": 1.0, "hidden": False, "passed": False, "failure": broken}
+        for i in range(3)] + [
+        {"part": "dropout", "name": f"d{i}", "points": 1.0, "hidden": i == 1, "passed": False,
+         "failure": {"kind": "not_implemented"}} for i in range(2)] + [
+        {"part": "heads", "name": "h", "points": 1.0, "hidden": False, "passed": False,
+         "failure": {"kind": "not_implemented"}}, {"part": "heads", "name": "h2", "points": 1.0, "hidden": False,
+                                                   "passed": True}]}
+    assert flags(student) == [
+        {"text": "did not import: softmax.py line 49", "anchor": "#part-softmax"},
+        {"text": "not started: dropout", "anchor": "#part-dropout"},
+        {"text": "upload: conftest.py: not part of the assignment, not graded (and 1 more notes)", "anchor": ""}]
 
 
 def renamed(code: str) -> str:
@@ -135,6 +157,9 @@ def test_the_class_report_links_flags_and_lists_near_copies(cohort_reports):
     students = report[report.index('id="students"'):report.index("Known mistakes")]
     dee = students[students.index(">dee<"):].split("</tr>")[0]
     assert "time-outs or crashes" in dee
+    needs = report[report.index('id="needs"'):].split("</ul>")[0]  # the report opens with who needs a look
+    assert report.index('id="needs"') < report.index("id='histogram'") and "1 needs a look" in report
+    assert '<a href="students/dee/feedback.html">lost ' in needs and ">ann<" not in needs and ">eve<" not in needs
     groups = report[report.index('id="similar-groups"'):].split("</ul>")[0]
     assert "softmax.py</b>: ann, bo, cy, dee, the reference solution" in groups
     softmax = groups[groups.index("softmax.py</b>"):].split("</li>")[0]

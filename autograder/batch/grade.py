@@ -42,7 +42,7 @@ from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.lab import DECLARATION, KIT_ROOT, Lab
 from autograder.reports.class_report import class_report
 from autograder.reports.feedback import write_student
-from autograder.reports.records import course_csv, grades_csv, handed_in, load_record, student_record
+from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, handed_in, load_record, student_record
 from autograder.reports.similarity import similarity
 from autograder.text import one_line
 
@@ -136,7 +136,7 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | No
         if stat.S_ISDIR(status.st_mode):  # __pycache__/, tests/: skipped unless named as a module
             return "a folder, not a file, left out" if part_of_lab(lab, path) else None
         if not part_of_lab(lab, path):
-            return "not part of the assignment, not graded"
+            return EXTRA_FILE
         if not stat.S_ISREG(status.st_mode):
             return "not a regular file (a FIFO, a socket or a device), left out"
         if status.st_size > MAX_FILE_BYTES:

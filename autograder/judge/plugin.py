@@ -133,7 +133,7 @@ def part_of(item) -> str | None:
 
 
 # The checks' docstrings open with where a requirement comes from, for the author; a student reads
-# the requirement itself ("checks: softmax is right ...", not "checks: Contract: softmax ...").
+# the requirement itself ("checks: <what it checks>", not "checks: Contract: <what it checks>").
 AUTHORS_PREFIXES = ("Contract: ", "Docstring: ")
 
 

@@ -16,28 +16,52 @@ import statistics
 from autograder.lab import Lab
 from autograder.reports.feedback import TEMPLATES, state
 from autograder.reports.histogram import histogram_svg
-from autograder.reports.records import handed_in
+from autograder.reports.records import handed_in, upload_problems
 from autograder.reports.similarity import THRESHOLD
 from autograder.text import one_line
 
 TROUBLE = {"timeout", "crashed", "memory", "protocol"}  # failures that are not a wrong answer
 
 
-def flags(record: dict) -> list[str]:
-    """What in a student's record deserves the instructor's look, in words."""
-    said = []
-    public = [c for c in record["checks"] if not c["hidden"]]
-    hidden = [c for c in record["checks"] if c["hidden"]]
-    if public and hidden and all(c["passed"] for c in public) and sum(c["passed"] for c in hidden) < len(hidden) / 2:
-        said.append("passes every public check, fails most hidden ones")
-    lost = sum(c["points"] for c in record["checks"] if not c["passed"] and (c.get("failure") or {}).get("kind") in TROUBLE)
+def flags(record: dict) -> list[dict]:
+    """What in a student's record deserves the instructor's look: ``{"text", "anchor"}`` each, the
+    anchor the place on the student's feedback page that shows the evidence ("" for its top)."""
+    said: list[dict] = []
+
+    def say(text: str, anchor: str = "") -> None:
+        said.append({"text": text, "anchor": anchor})
+
+    failed = [c for c in record["checks"] if not c["passed"]]
+    for kind, words in (("import", "did not import"), ("missing", "missing")):
+        broken = {}
+        for check in failed:
+            failure = check.get("failure") or {}
+            if failure.get("kind") == kind and failure.get("file"):
+                broken.setdefault(failure["file"] + (f" line {failure['line']}" if failure.get("line") else ""),
+                                  check["part"])
+        for where, part in broken.items():
+            say(f"{words}: {where}", f"#part-{part}")
+    parts = {c["part"] for c in record["checks"]}
+    untouched = [p for p in sorted(parts, key=[c["part"] for c in record["checks"]].index)
+                 if all((c.get("failure") or {}).get("kind") == "not_implemented"
+                        for c in record["checks"] if c["part"] == p)]
+    if untouched:
+        say(f"not started: {', '.join(untouched)}", f"#part-{untouched[0]}")
+    notes = upload_problems(record.get("notes", []))
+    if notes:
+        say(f"upload: {notes[0]}" + (f" (and {len(notes) - 1} more notes)" if len(notes) > 1 else ""))
+    lost = sum(c["points"] for c in failed if (c.get("failure") or {}).get("kind") in TROUBLE)
     if lost:
-        said.append(f"lost {lost:g} points to time-outs or crashes")
+        say(f"lost {lost:g} points to time-outs or crashes")
     reaches = record.get("reaches", [])
     if reaches:
         first = reaches[0]
-        said.append(f"reaches into internals (could lift a ban): {first['file']} line {first['line']}, {first['what']}"
-                    + (f", and {len(reaches) - 1} more" if len(reaches) > 1 else ""))
+        say(f"reaches into internals (could lift a ban): {first['file']} line {first['line']}, {first['what']}"
+            + (f", and {len(reaches) - 1} more" if len(reaches) > 1 else ""))
+    public = [c for c in record["checks"] if not c["hidden"]]
+    hidden = [c for c in record["checks"] if c["hidden"]]
+    if public and hidden and all(c["passed"] for c in public) and sum(c["passed"] for c in hidden) < len(hidden) / 2:
+        say("passes every public check, fails most hidden ones")
     return said
 
 

@@ -2,7 +2,7 @@
 colour scale for both, the differing cells outlined. Inline SVG, no script, no network.
 
 Drawn from a picture dict of :mod:`autograder.judge.pictures` (public checks only). The scale is
-sequential (white to red) when no value is negative, as attention weights never are, and
+sequential (white to red) when no value is negative, as probabilities never are, and
 diverging (blue, white, red) only when values of both signs are drawn; NaN and the infinities
 have colours of their own, each with a legend entry; rows and columns carry their indices, and
 the slice drawn is written under the picture.

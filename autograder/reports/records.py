@@ -37,6 +37,14 @@ def problem(failure: dict) -> tuple[str, str] | None:
 
 
 NOT_HANDED_IN = "not handed in"
+# Staging's note on a file a submission holds besides the lab's (a README, a lab.toml): harmless,
+# unless it is Python (a conftest.py or a module named like a library could change what runs).
+EXTRA_FILE = "not part of the assignment, not graded"
+
+
+def upload_problems(notes: list[str]) -> list[str]:
+    """The notes worth an instructor's look: all but harmless extra files."""
+    return [note for note in notes if not (note.endswith(EXTRA_FILE) and not note.split(": ", 1)[0].endswith(".py"))]
 
 
 def status_of(raw: dict | None, problems: list[str], error: str | None, handed_in: bool = True) -> str:
