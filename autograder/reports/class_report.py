@@ -16,7 +16,7 @@ import statistics
 from autograder.lab import Lab
 from autograder.reports.feedback import TEMPLATES, state
 from autograder.reports.histogram import histogram_svg
-from autograder.reports.records import handed_in, upload_problems
+from autograder.reports.records import handed_in, problem, upload_problems
 from autograder.reports.similarity import THRESHOLD
 from autograder.text import one_line
 
@@ -32,17 +32,14 @@ def flags(record: dict) -> list[dict]:
         said.append({"text": text, "anchor": anchor})
 
     failed = [c for c in record["checks"] if not c["passed"]]
-    for kind, words in (("import", "did not import"), ("missing", "missing")):
-        broken = {}
-        for check in failed:
-            failure = check.get("failure") or {}
-            if failure.get("kind") == kind and failure.get("file"):
-                broken.setdefault(failure["file"] + (f" line {failure['line']}" if failure.get("line") else ""),
-                                  check["part"])
-        for where, part in broken.items():
-            say(f"{words}: {where}", f"#part-{part}")
-    parts = {c["part"] for c in record["checks"]}
-    untouched = [p for p in sorted(parts, key=[c["part"] for c in record["checks"]].index)
+    broken: dict[str, str] = {}  # "did not import: <module>.py line N" (as the status says it): its part
+    for check in failed:
+        found = problem(check.get("failure") or {})
+        if found and found[0] in ("did not import", "missing"):
+            broken.setdefault(f"{found[0]}: {found[1]}", check["part"])
+    for text, part in broken.items():
+        say(text, f"#part-{part}")
+    untouched = [p for p in dict.fromkeys(c["part"] for c in record["checks"])
                  if all((c.get("failure") or {}).get("kind") == "not_implemented"
                         for c in record["checks"] if c["part"] == p)]
     if untouched:
