@@ -28,7 +28,7 @@ grade: $(READY)
 ## make bench [LAB=name] [N=100] [JOBS=n]: per lab, grade N copies of the reference solution and the demo cohort
 ## cycled to N; print the timings
 bench: $(READY)
-	$(PY) -m autograder.batch.bench $(LAB_OPTION) $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
+	$(PY) -m autograder bench $(LAB_OPTION) $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
 
 ## make test: the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
 test: $(READY)

@@ -75,6 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
+    bench = command("bench", "time the grader on each lab (copies of the reference, the demo cohort) against one "
+                    "torch import, and print the figures", parents=[some_labs])
+    bench.add_argument("--copies", type=int, default=100, help="submissions per run: copies of the reference, and the "
+                       "demo cohort cycled to as many (default: 100)")
+    bench.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                       help="submissions graded in parallel (default: the number of CPUs)")
+    bench.add_argument("--full-copies", type=int, default=20, help="copies graded again with replay off, to time "
+                       "checks that do not replay (0: skip; default: 20)")
     new_lab = command("new-lab", "write source/<name>/, a new lab with one placeholder exercise per part that "
                       "already grades")
     new_lab.add_argument("name", help="the lab's folder name (a Python identifier)")
@@ -118,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.command == "grade":
         return grade_command(parser, options, labs)
+    if options.command == "bench":
+        from autograder.batch.bench import run as run_bench
+
+        return run_bench(options, labs, parser.error)
     import pytest
 
     from autograder.judge.plugin import checks_command_line

@@ -304,7 +304,7 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
 
 
 def test_bench_prints_the_reference_copies_and_the_demo_cohort():
-    run = subprocess.run([sys.executable, "-m", "autograder.batch.bench", "--copies", "4", "--jobs", "2", "--full-copies", "0"],
+    run = subprocess.run([sys.executable, "-m", "autograder", "bench", "--copies", "4", "--jobs", "2", "--full-copies", "0"],
                          cwd=KIT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     for lab in LABS:  # without --lab, every lab

@@ -3,19 +3,21 @@ feedback page, the similarity of submissions; checked in a real browser (headles
 
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from autograder.batch.grade import grade
 from autograder.reports.class_report import flags
-from autograder.reports.feedback import feedback_markdown, feedback_view
+from autograder.reports.feedback import feedback_html, feedback_markdown, feedback_view
 from autograder.reports.heatmap import NEGATIVE, heatmap_svg
 from autograder.reports.histogram import bins, histogram_svg
 from autograder.reports.similarity import similarity
-from conftest import KIT, LAB, SOLUTIONS
+from conftest import KIT, LAB, LABS, SOLUTIONS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -63,29 +65,73 @@ def test_a_module_that_does_not_import_a_part_not_started_and_upload_notes_need_
         {"text": "upload: conftest.py: not part of the assignment, not graded (and 1 more notes)", "anchor": ""}]
 
 
-def renamed(code: str) -> str:
-    """A copy that hides nothing but the names: every local variable gets another one."""
-    for old, new in (("scores", "s_mat"), ("weights", "attn_w"), ("shift", "mx"), ("exps", "e"), ("dim", "axis")):
-        code = re.sub(rf"\b{old}\b", new, code)
-    return code
+DEMO = KIT / "examples" / "submitted"
 
 
-def test_a_copy_with_renamed_variables_is_found_and_independent_solutions_are_not(tmp_path):
+def staged_demo(lab=LAB) -> dict:
+    """The demo cohort's folders of ``lab``, as the batch stages them: written independently, in
+    twelve styles, except gus's heads.py, chen's with every name renamed and the comments reworded."""
+    return {folder.name: folder / lab.name for folder in sorted(DEMO.iterdir()) if (folder / lab.name).is_dir()}
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.name)
+def test_only_the_renamed_copy_stands_out_in_the_demo_cohort(lab):
+    found = similarity(lab, staged_demo(lab))
+    pairs = {(p["module"], p["first"], p["second"]) for p in found["pairs"]}
+    assert pairs == ({("heads.py", "chen", "gus")} if lab.name == "attention" else set())
+    assert [m["module"] for m in found["modules"]] == list(lab.modules)
+    assert all(m["baseline"] < 0.3 for m in found["modules"]), found["modules"]  # independent work shares little
+
+
+def test_what_the_release_gives_is_never_shared_and_converging_answers_are_not_flagged(tmp_path):
+    """Stubs (docstrings, signatures, the given lines) share nothing; six students handing in the same
+    short correct module are the module's baseline, not six copies; one pair far above a low
+    baseline is listed, and the same pair is not when every pair shares as much."""
     staged = {}
-    for student in ("ann", "ben", "cat"):
+    for student in ("ann", "ben", "cat", "dan", "eve", "fin"):
         staged[student] = tmp_path / student
         shutil.copytree(LAB.release, staged[student], ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
-    ben = KIT / "examples" / "submitted" / "ben" / "attention"  # a demo student's own, independent solution
-    shutil.copy(ben / "softmax.py", staged["ann"] / "softmax.py")
-    (staged["ben"] / "softmax.py").write_text(renamed((ben / "softmax.py").read_text()))
-    assert (staged["ben"] / "softmax.py").read_text() != (ben / "softmax.py").read_text()
-    found = similarity(LAB, staged)
-    pairs = {(p["module"], p["first"], p["second"]) for p in found["pairs"]}
-    assert ("softmax.py", "ann", "ben") in pairs
-    assert not any("cat" in pair for pair in pairs)  # the stubs: the given code never counts
-    assert not any("the reference solution" in pair for pair in pairs)  # ben's own work is not the reference
-    shown = next(p for p in found["pairs"] if p["module"] == "softmax.py")
-    assert "<mark>" in shown["first_code"] and "<script" not in shown["first_code"]
+    assert similarity(LAB, staged)["pairs"] == []  # the stubs
+    for folder in staged.values():
+        shutil.copy(SOLUTIONS / "softmax.py", folder / "softmax.py")
+    converging = similarity(LAB, staged)
+    softmax = next(m for m in converging["modules"] if m["module"] == "softmax.py")
+    assert softmax["baseline"] == 1.0 and converging["pairs"] == []
+    for student, folder in staged.items():  # now each their own, but ann and ben
+        shutil.copy(DEMO / {"ann": "chen", "ben": "chen", "cat": "ada", "dan": "hana", "eve": "eli",
+                            "fin": "lea"}[student] / "attention" / "heads.py", folder / "heads.py")
+    copied = similarity(LAB, staged)
+    assert {(p["module"], p["first"], p["second"]) for p in copied["pairs"]} == {("heads.py", "ann", "ben")}
+
+
+def marks_on_token_boundaries(code: str) -> list[str]:
+    """Each ``<mark>`` of highlighted code that starts or ends inside a word (none should)."""
+    cut = []
+    for found in re.finditer(r"<mark>(.*?)</mark>", code, re.S):
+        before, inside, after = code[:found.start()][-1:], found.group(1), code[found.end():][:1]
+        if re.match(r"\w\w", before + inside[:1]) or re.match(r"\w\w", inside[-1:] + after):
+            cut.append(inside)
+    return cut
+
+
+def test_the_shared_code_is_marked_on_token_boundaries_and_never_on_given_code():
+    heads = next(g for g in similarity(LAB, staged_demo())["groups"] if g["module"] == "heads.py")
+    pair = heads["pairs"][0]
+    for code in (pair["first_code"], pair["second_code"]):
+        marked = "".join(re.findall(r"<mark>(.*?)</mark>", code, re.S))
+        assert marked.count("\n") > 10 and marks_on_token_boundaries(code) == []
+        assert "Inputs:" not in marked and "def split_heads" not in marked  # a docstring, a given signature
+    assert marks_on_token_boundaries("tor<mark>ch.nn</mark>") == ["ch.nn"]  # the measure itself can fail
+
+
+def test_similarity_is_the_same_in_every_process():
+    """copydetect hashes with Python's hash(), salted per process: the kit's fingerprints must not be."""
+    script = ("import json, sys; sys.path.insert(0, 'tests'); from test_reports import staged_demo, similarity, LAB; "
+              "print(json.dumps([(p['module'], p['first'], p['second'], p['similarity']) for p in "
+              "similarity(LAB, staged_demo())['pairs']] + [m['baseline'] for m in similarity(LAB, staged_demo())['modules']]))")
+    runs = {subprocess.run([sys.executable, "-c", script], cwd=KIT, capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(runs) == 1
 
 
 def test_a_picture_reads_at_once():
@@ -129,17 +175,46 @@ def test_each_fact_is_said_once_per_part():
     assert page.count("line 86") == 1
 
 
+def test_a_diagnosis_is_explained_once():
+    """Wrong answers keep an entry each, but the relation sentence and the picture of one diagnosis
+    are shown once, by the first check seen that way, which names the others; a check with no
+    diagnosis keeps its picture."""
+    picture = {"actual": [[1.0]], "expected": [[0.0]], "differ": [[1]], "slice": [], "rows": [0, 1], "cols": [0, 1],
+               "shape": [1, 1], "mask": False}
+
+    def check(name, relation=None, diagnoses=()):
+        said = f"\nSeen from the values: {relation}." if relation else ""
+        return {"part": "masking", "name": name, "hidden": False, "points": 1.0, "passed": False,
+                "message": f"{name}: 1 of 1 entries differ{said}", "about": "", "diagnoses": list(diagnoses),
+                "failure": {"kind": "wrong", "relation": relation, "picture": picture}}
+
+    turned = "your answer is the expected one transposed"
+    checks = [check("test_a", turned, ["masking.tril_mask"]), check("test_b", turned, ["masking.tril_mask"]),
+              check("test_c", None, ["masking.tril_mask"]), check("test_d", None, ["masking.tril_mask"]),
+              check("test_e", turned), check("test_f"), check("test_g")]
+    record = {"student": "ann", "status": "graded", "notes": [], "checks": checks, "handed_in": True,
+              "parts": {part: {"points": 0.0, "max_points": LAB.part(part).weight, "misconceptions": []}
+                        for part in LAB.part_ids}}
+    failed = next(p for p in feedback_view(LAB, record)["parts"] if p["id"] == "masking")["failed"]
+    assert [(f["name"], f["same"], f["picture"] is not None, turned in f["message"]) for f in failed] == [
+        ("test_a", ["test_b"], True, True), ("test_b", [], False, False), ("test_c", ["test_d"], True, False),
+        ("test_d", [], False, False), ("test_e", [], True, True), ("test_f", [], True, False),
+        ("test_g", [], True, False)]
+    page = feedback_markdown(LAB, record)
+    assert page.count(turned) == 2 and "holds for 1 more check below (not repeated there): `test_b`." in page
+
+
 @pytest.fixture(scope="module")
 def cohort_reports(tmp_path_factory):
-    """A small cohort graded: one right, one copying the reference with renamed names, one with a
-    mistake that draws a picture (tril for triu), one that loops forever in one function, and one
-    who handed nothing in."""
+    """A small cohort graded: two demo students' own work, the second's heads.py a renamed copy of the
+    first's (chen, gus); one with a mistake that draws a picture (tril for triu) and one that loops
+    forever in one function, both on the reference's code; and one who handed nothing in."""
     root = tmp_path_factory.mktemp("reports")
     cohort = root / "cohort"
-    for student in ("ann", "bo", "cy", "dee"):
+    for student, demo in (("ann", "chen"), ("bo", "gus")):
+        shutil.copytree(DEMO / demo / "attention", cohort / student / "attention")
+    for student in ("cy", "dee"):
         shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
-    softmax = cohort / "bo" / "attention" / "softmax.py"
-    softmax.write_text(renamed(softmax.read_text()))
     masking = cohort / "cy" / "attention" / "masking.py"
     masking.write_text(masking.read_text().replace("torch.triu(", "torch.tril("))
     dropout = cohort / "dee" / "attention" / "dropout.py"
@@ -158,12 +233,18 @@ def test_the_class_report_links_flags_and_lists_near_copies(cohort_reports):
     dee = students[students.index(">dee<"):].split("</tr>")[0]
     assert "time-outs or crashes" in dee
     needs = report[report.index('id="needs"'):].split("</ul>")[0]  # the report opens with who needs a look
-    assert report.index('id="needs"') < report.index("id='histogram'") and "1 needs a look" in report
-    assert '<a href="students/dee/feedback.html">lost ' in needs and ">ann<" not in needs and ">eve<" not in needs
+    assert report.index('id="needs"') < report.index("id='histogram'") and "4 need a look" in report
+    assert '<a href="students/dee/feedback.html">lost ' in needs and ">eve<" not in needs
+    ann = needs[needs.index(">ann<"):].split("</li>")[0]
+    assert '<a href="#similar-1">near-copy: heads.py, 100% shared with bo</a>' in ann and ann.count("near-copy") == 1
     groups = report[report.index('id="similar-groups"'):].split("</ul>")[0]
-    assert "softmax.py</b>: ann, bo, cy, dee, the reference solution" in groups
+    assert groups.index('id="similar-1"><summary><b>heads.py</b>: ann, bo\n') < groups.index("the reference solution")
+    # cy and dee hand in the reference's code: copies of it, each module a group, listed after ann and bo
     softmax = groups[groups.index("softmax.py</b>"):].split("</li>")[0]
-    assert softmax.count('<details class="similar">') == 4  # each of the 5 with its closest, not all 10 pairs
+    assert "softmax.py</b>: cy, dee, the reference solution" in groups
+    assert softmax.count('<details class="similar"') == 2  # each of the 3 with its closest, not all 3 pairs
+    cy = needs[needs.index(">cy<"):].split("</li>")[0]
+    assert "near-copy: softmax.py, 100% shared with" in cy
 
 
 def test_a_student_who_handed_nothing_in_is_not_a_green_zero(cohort_reports):
@@ -199,10 +280,11 @@ def test_a_mask_mistake_is_pictured_for_public_checks_only(cohort_reports):
     assert "class='heatmap'" in page and "<details>" in page
 
 
-def render(page, tmp_path) -> tuple[str, str]:
-    """The page as Chromium renders it (its DOM after scripts ran) and what its console said."""
+def render(page, tmp_path, fragment: str = "") -> tuple[str, str]:
+    """The page as Chromium renders it (its DOM after scripts ran) and what its console said;
+    ``fragment``: opened at that place, as a link to it opens it."""
     run = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+                          "--dump-dom", page.as_uri() + fragment], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     shot = tmp_path / f"{page.stem}.png"
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,1600",
@@ -214,12 +296,19 @@ def render(page, tmp_path) -> tuple[str, str]:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
 def test_the_reports_render_in_a_real_browser(cohort_reports, tmp_path):
-    dom, console = render(cohort_reports / "report.html", tmp_path)
+    dom, console = render(cohort_reports / "report.html", tmp_path, "#similar-1")
     assert console == ""
     assert 'id="histogram"' in dom and 'id="overview"' in dom and 'href="students/cy/feedback.html"' in dom
+    needs = dom[dom.index('id="needs"'):].split("</ul>")[0]
+    assert needs.count("<li>") == 4 and 'href="#similar-1"' in needs and "lost " in needs
+    group = dom[dom.index('id="similar-1"') - 40:].split("</li>")[0]
+    assert re.search(r'<details class="group" id="similar-1" open="">', group)  # the link opened it
+    assert group.count("<mark>") > 5 and marks_on_token_boundaries(group) == []
+    assert spills(cohort_reports / "report.html", tmp_path) == []
     dom, console = render(cohort_reports / "students" / "cy" / "feedback.html", tmp_path)
     assert console == ""
     assert 'id="summary"' in dom and 'class="heatmap"' in dom and "Known mistake" in dom
+    assert spills(cohort_reports / "students" / "cy" / "feedback.html", tmp_path) == []
     dom, console = render(cohort_reports / "students" / "eve" / "feedback.html", tmp_path)
     assert console == "" and 'id="not-handed-in"' in dom and 'class="none" id="total"' in dom
 
@@ -239,3 +328,61 @@ def test_the_students_table_sorts_by_the_clicked_column(cohort_reports, tmp_path
         table = dom[dom.index('id="students"'):].split("</table>")[0]
         totals = [float(t) for t in re.findall(r'data-sort="([0-9.]+)"><b>', table)]
         assert len(totals) == 4 and len(set(totals)) > 1 and totals == order(totals), (clicks, totals)
+
+
+# Run in the page by Chromium: what spills out. The page must not scroll sideways in a 1280 px
+# window, no text of a picture may leave the picture, and a glyph written in a cell stays inside it.
+OVERFLOW = """<script>
+const spills = [];
+if (document.documentElement.scrollWidth > document.documentElement.clientWidth)
+  spills.push("the page is " + document.documentElement.scrollWidth + " px wide");
+document.querySelectorAll("svg.heatmap").forEach(svg => svg.querySelectorAll("text").forEach(text => {
+  const box = text.getBBox(), cell = text.previousElementSibling;
+  if (box.x < 0 || box.y < 0 || box.x + box.width > svg.width.baseVal.value || box.y + box.height > svg.height.baseVal.value)
+    spills.push("outside its picture: " + text.textContent);
+  const inCell = cell && cell.tagName === "rect" && cell.getAttribute("width") === "18"
+    && Math.abs(Number(text.getAttribute("x")) - Number(cell.getAttribute("x")) - 9) < 1;  // a glyph centred in it
+  if (inCell && box.width > 18)
+    spills.push("wider than its cell: " + text.textContent);
+}));
+document.body.dataset.spills = JSON.stringify(spills);
+</script>"""
+
+
+def spills(page, tmp_path) -> list[str]:
+    """What overflows ``page`` (a copy with :data:`OVERFLOW` appended), as Chromium lays it out at 1280 px."""
+    measured = tmp_path / f"measured-{page.stem}.html"
+    measured.write_text(page.read_text().replace("</body>", OVERFLOW + "</body>"))
+    run = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000",
+                          "--dump-dom", measured.as_uri()], capture_output=True, text=True, timeout=120)
+    found = re.search(r'data-spills="([^"]*)"', run.stdout)
+    assert found, run.stderr[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_a_picture_with_nan_on_a_sequential_scale_reads_in_a_browser(tmp_path):
+    """Weights with NaN, +inf and a long value, on a feedback page in Chromium: a sequential scale
+    (no diverging blue), NaN and the infinity as legend entries, and nothing leaves its cell, its
+    picture or the window."""
+    values = [[0.5, "nan", 0.2, 0.1234567], [0.1, 0.9, "inf", 0.0]]
+    picture = {"actual": values, "expected": [[0.5, 0.3, 0.2, 0.0], [0.1, 0.9, 0.0, 0.0]],
+               "differ": [[0, 1, 0, 1], [0, 0, 1, 0]], "slice": [0], "rows": [0, 2], "cols": [0, 4],
+               "shape": [2, 2, 4], "mask": False}
+    check = {"part": "masking", "name": "test_weights", "hidden": False, "points": 1.0, "passed": False,
+             "message": "weights: 3 of 8 entries differ" + " (a long line that must wrap, not widen the page)" * 20,
+             "about": "", "diagnoses": [], "failure": {"kind": "wrong", "picture": picture}}
+    record = {"student": "ann", "status": "graded", "notes": [], "checks": [check], "handed_in": True,
+              "parts": {part: {"points": 0.0, "max_points": LAB.part(part).weight, "misconceptions": []}
+                        for part in LAB.part_ids}}
+    page = tmp_path / "feedback.html"
+    page.write_text(feedback_html(LAB, record))
+    dom, console = render(page, tmp_path)
+    assert console == ""
+    svg = dom[dom.index('class="heatmap"'):].split("</svg>")[0]
+    blue = "#{:02x}{:02x}{:02x}".format(*NEGATIVE)
+    assert blue not in svg and ">NaN</text>" in svg and ">∞</text>" in svg and "drawn: [0, 0:2, 0:4]" in svg
+    assert spills(page, tmp_path) == []
+    too_wide = tmp_path / "too-wide.html"  # the measure itself can fail
+    too_wide.write_text(page.read_text().replace("</body>", '<div style="width: 3000px">x</div></body>'))
+    assert spills(too_wide, tmp_path)[0].startswith("the page is")

@@ -1,4 +1,4 @@
-"""``make bench [LAB=...]``: how fast the grader is on a lab, measured against importing torch once.
+"""``make bench [LAB=...]`` (``python -m autograder bench``): how fast the grader is on a lab, measured against importing torch once.
 
 Grades ``--copies`` copies of the lab's reference solution (and, to separate the fixed start-up
 cost, one copy per lane), then prints the wall time, the marginal time per submission and
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from autograder.batch.grade import grade
 from autograder.files import copy_modules
-from autograder.lab import KIT_ROOT, Lab, all_labs, find_lab
+from autograder.lab import KIT_ROOT, Lab
 
 
 def cohort(lab: Lab, folder: Path, copies: int) -> Path:
@@ -92,18 +92,11 @@ def bench(lab: Lab, options: argparse.Namespace, import_torch: float) -> None:
           f"{mixed_marginal / import_torch:.2f}, {mixed_replayed} checks passed by replay")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.batch.bench", description=__doc__)
-    parser.add_argument("--lab", help="the lab to time (default: every lab, one after the other)")
-    parser.add_argument("--copies", type=int, default=100)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--full-copies", type=int, default=20,
-                        help="copies graded again with replay off (0: skip)")
-    options = parser.parse_args(argv)
+def run(options: argparse.Namespace, labs: list[Lab], error) -> int:
+    """Time each of ``labs`` (options: ``python -m autograder bench --help``); ``error`` reports a bad
+    option (argparse's ``parser.error``)."""
     if 0 < options.full_copies <= options.jobs:
-        parser.error(f"--full-copies must be 0 or more than --jobs ({options.jobs}): "
-                     "the first copy in each lane is start-up")
-    labs = [find_lab(options.lab)] if options.lab else all_labs()
+        error(f"--full-copies must be 0 or more than --jobs ({options.jobs}): the first copy in each lane is start-up")
     # The fastest of five: page cache and machine load move a single run by 20%.
     import_torch = torch_import_seconds()
     for number, lab in enumerate(labs):
@@ -111,7 +104,3 @@ def main(argv: list[str] | None = None) -> int:
             print()
         bench(lab, options, import_torch)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -62,6 +62,21 @@ def flags(record: dict) -> list[dict]:
     return said
 
 
+def near_copies(similar: dict | None) -> dict[str, list[dict]]:
+    """Each student's near-copies as flags, ``{"text", "href"}``, one per module, naming the member of
+    the group the student is closest to; the href is the group on this page, its code side by side."""
+    copies: dict[str, list[dict]] = {}
+    for group in (similar or {}).get("groups", []):
+        for student in group["keys"]:
+            name = one_line(student)
+            closest = max((p for p in group["pairs"] if name in (p["first"], p["second"])), key=lambda p: p["similarity"])
+            other = closest["second"] if closest["first"] == name else closest["first"]
+            copies.setdefault(student, []).append(
+                {"text": f"near-copy: {group['module']}, {100 * closest['similarity']:.0f}% shared with {other}",
+                 "anchor": "", "href": f"#{group['anchor']}"})
+    return copies
+
+
 def class_report(lab: Lab, records: list[dict], links: dict[str, str], similar: dict | None = None) -> str:
     """``links``: each student's feedback page, relative to the report; ``similar``: the near-copies
     (:func:`autograder.reports.similarity.similarity`; None leaves the section out)."""
@@ -70,8 +85,10 @@ def class_report(lab: Lab, records: list[dict], links: dict[str, str], similar: 
     absent = [{"name": one_line(r["student"]), "link": links.get(r["student"], "")} for r in everyone if not handed_in(r)]
     records = [r for r in everyone if handed_in(r)]
     totals = [r["total"] for r in records]
+    copies = near_copies(similar)
     students = [{"name": one_line(r["student"]), "link": links.get(r["student"], ""), "total": r["total"],
-                 "state": state(r["total"], r["max_total"]), "status": r["status"], "flags": flags(r),
+                 "state": state(r["total"], r["max_total"]), "status": r["status"],
+                 "flags": flags(r) + copies.get(r["student"], []),
                  "parts": [r["parts"][p]["points"] for p in lab.part_ids]} for r in records]
     parts = []
     for part in lab.part_ids:

@@ -46,26 +46,54 @@ def state(got: float, out_of: float) -> str:
 SAID_ONCE = {"import", "missing", "not_implemented"}
 
 
+def diagnosis(check: dict) -> tuple:
+    """What a wrong answer was seen to be: the relation of its values to the expected ones and the
+    known mistakes it matches; () when nothing was seen (its own picture is then the only clue)."""
+    relation = (check.get("failure") or {}).get("relation")
+    return (relation, *sorted(check.get("diagnoses", []))) if relation or check.get("diagnoses") else ()
+
+
 def once_per_fact(failed: list[dict]) -> list[dict]:
     """The failed public checks as the feedback lists them: one entry each, except that checks failing
-    with the same message of a ``SAID_ONCE`` kind share the first one's entry (its points summed)."""
+    with the same message of a ``SAID_ONCE`` kind share the first one's entry (its points summed).
+    Wrong answers keep an entry each (their values differ), but a diagnosis is explained once: the
+    first check seen to be, say, transposed keeps the sentence and the picture and names the others
+    (``same``); theirs leave both out."""
     shown: list[dict] = []
     first: dict[tuple[str, str], dict] = {}  # (kind, message): its entry
+    explained: dict[tuple, dict] = {}  # a diagnosis: the entry that shows it
     for check in failed:
+        failure = check.get("failure") or {}
         entry = {"name": check["name"], "points": check["points"], "about": check.get("about", ""),
-                 "message": printable(check["message"].strip()), "picture": (check.get("failure") or {}).get("picture"),
-                 "also": []}
-        kind = (check.get("failure") or {}).get("kind")
+                 "message": printable(check["message"].strip()), "picture": failure.get("picture"),
+                 "also": [], "same": []}
+        kind = failure.get("kind")
         if kind in SAID_ONCE and (kind, entry["message"]) in first:
-            same = first[kind, entry["message"]]
-            same["also"].append(check["name"])
-            same["points"] = round(same["points"] + check["points"], 6)
-            same["about"] = ""  # what one check checks no longer describes the entry
+            shared = first[kind, entry["message"]]
+            shared["also"].append(check["name"])
+            shared["points"] = round(shared["points"] + check["points"], 6)
+            shared["about"] = ""  # what one check checks no longer describes the entry
             continue
         if kind in SAID_ONCE:
             first[kind, entry["message"]] = entry
+        seen = diagnosis(check)
+        if seen and seen in explained:
+            explained[seen]["same"].append(check["name"])
+            entry["picture"] = None
+            if failure.get("relation"):  # the sentence the judge appended (judge.checks.fail)
+                entry["message"] = entry["message"].replace(f"\nSeen from the values: {failure['relation']}.", "")
+        elif seen:
+            explained[seen] = entry
         shown.append(entry)
     return shown
+
+
+def same(check: dict, name=str) -> str:
+    """What an entry that explains a diagnosis says of the checks sharing it (``name``: how a check's
+    name is written)."""
+    names = check["same"]
+    return (f"The same diagnosis holds for {len(names)} more check{'s' if len(names) > 1 else ''} below "
+            f"(not repeated there): {', '.join(name(n) for n in names)}.") if names else ""
 
 
 def also(check: dict) -> str:
@@ -143,6 +171,8 @@ def feedback_markdown(lab: Lab, record: dict, hidden: bool = True) -> str:
                          f"  {message}\n")
             if check["picture"]:
                 lines.append(f"  {picture_markdown(check['picture'])}\n")
+            if check["same"]:
+                lines.append(f"  {same(check, markdown_span)}\n")
         if hidden and part["hidden"]["total"]:
             lines.append(f"- hidden checks: {part['hidden']['passed']} of {part['hidden']['total']} passed")
             lines += [f"  - ✗ {markdown_span(c['name'])}: {markdown_span(c['line'])}" for c in part["hidden"]["failed"]]
@@ -161,7 +191,7 @@ def matched(mistake: dict, hidden: bool) -> str:
 
 def feedback_html(lab: Lab, record: dict) -> str:
     view = feedback_view(lab, record)
-    return TEMPLATES.get_template("feedback.html").render(view=view, matched=matched, also=also)
+    return TEMPLATES.get_template("feedback.html").render(view=view, matched=matched, also=also, same=same)
 
 
 def gradescope(lab: Lab, record: dict) -> dict:

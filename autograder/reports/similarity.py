@@ -1,7 +1,12 @@
 """Near-copies among a cohort's submissions, module by module, with copydetect (winnowed token
 fingerprints, as MOSS: variable names, literals and comments do not count, so renaming hides
-nothing). The release's stub of each module is boilerplate: the code every student was given
-never counts as shared.
+nothing).
+
+Only what students wrote is compared: docstrings, comments and every line the release gives word
+for word are blanked out first (:func:`own_code`). A pair is judged against the cohort's own
+baseline for that module, the median share of its pairs: where short correct answers converge
+(every pair shares much), sharing much says nothing, and only a pair far above the baseline is
+listed (:func:`stands_out`).
 
 Reads the staged copies of the submissions (regular files the batch already checked), never the
 students' folders themselves.
@@ -9,43 +14,123 @@ students' folders themselves.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
+import statistics
 from pathlib import Path
 
 import numpy as np
 from copydetect.detector import CodeFingerprint, compare_files
-from copydetect.utils import highlight_overlap
+from copydetect.utils import get_token_coverage, winnow
+from markupsafe import escape
+from pygments.lexers import PythonLexer
+from pygments.token import Comment, String, Whitespace
 
 from autograder.lab import Lab
 from autograder.text import one_line, printable
 
-# copydetect's defaults: fingerprints are 25-token k-grams, and any run of 30 shared tokens is found.
+# copydetect's defaults: fingerprints are 25-character k-grams of the filtered code (each name one
+# character), and any run of 30 shared characters is found.
 NOISE, GUARANTEE = 25, 30
 WINDOW = GUARANTEE - NOISE + 1
-# Pairs sharing more than this fraction of *both* modules' own tokens are listed. Measured on the
-# kit's demo cohort: independently written correct modules share 0.13-0.24 of their tokens with
-# the reference; a copy with renamed variables shares nearly all (tests/test_similarity.py).
+# A pair is listed when it shares more than this fraction of *both* modules' own code, and more
+# than half the way from the module's baseline to everything (:func:`stands_out`). Measured on the
+# kit's demo cohort: independently written modules share 0-0.5, its renamed copy nearly all
+# (tests/test_reports.py).
 THRESHOLD = 0.6
-HIGHLIGHT = ("<mark>", "</mark>")
-
-
-def fingerprint(text: str, name: str, boilerplate) -> CodeFingerprint:
-    return CodeFingerprint(name, NOISE, WINDOW, boilerplate=boilerplate, fp=io.StringIO(printable(text)))
-
-
-def stub_hashes(lab: Lab, module: str):
-    """The fingerprints of the code the release gives (every k-gram, as copydetect does for boilerplate)."""
-    stub = lab.release / module
-    return np.unique(np.array(list(CodeFingerprint(str(stub), NOISE, 1).hashes))) if stub.is_file() else []
-
-
+# Fewer pairs than this make no baseline (a median of two says nothing): the threshold alone decides.
+BASELINE_PAIRS = 6
 REFERENCE = None  # the reference solution's key among the students': no folder name can be None
 SHOWN_SIDE_BY_SIDE = 40  # pairs whose code the report shows; the rest are listed
 
 
+class StableFingerprint(CodeFingerprint):
+    """copydetect's fingerprint of a module's code, with a hash that is the same in every process.
+    copydetect hashes each k-gram with Python's ``hash()``, salted per process (PYTHONHASHSEED), so
+    which k-grams winnowing keeps, and every share, moved between two runs on the same files (by up
+    to 0.1 on the demo cohort); the same run must give the same report."""
+
+    def __init__(self, name: str, code: str):
+        super().__init__(name, NOISE, WINDOW, fp=io.StringIO(code))
+        grams = [self.filtered_code[i:i + NOISE] for i in range(len(self.filtered_code) - NOISE + 1)]
+        self.hash_idx: dict[int, list[int]] = {}
+        if grams:
+            hashes = np.array([int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little",
+                                              signed=True) for gram in grams], dtype=np.int64)
+            for value, index in zip(*(kept.tolist() for kept in winnow(hashes, WINDOW, remove_duplicates=False))):
+                self.hash_idx.setdefault(value, []).append(index)
+        self.hashes = set(self.hash_idx)
+        self.token_coverage = get_token_coverage(self.hash_idx, NOISE, len(self.filtered_code))
+
+
+def tokens(text: str) -> list[tuple[int, int, object]]:
+    """``(start, end, kind)`` of every token, by Pygments (it reads code Python itself cannot parse)."""
+    return [(start, start + len(value), kind) for start, kind, value in PythonLexer().get_tokens_unprocessed(text)]
+
+
+def blank(text: str, spans) -> str:
+    """``text`` with the characters of ``spans`` turned into spaces (newlines kept: positions hold)."""
+    chars = list(text)
+    for start, end in spans:
+        chars[start:end] = [c if c == "\n" else " " for c in chars[start:end]]
+    return "".join(chars)
+
+
+def given_lines(stub: Path) -> set[str]:
+    """The release's code lines of a module, stripped (its docstrings and comments are blanked anyway)."""
+    if not stub.is_file():
+        return set()
+    text = stub.read_text()
+    return {line.strip() for line in own_code(text, set()).splitlines() if line.strip()}
+
+
+def own_code(text: str, given: set[str]) -> str:
+    """The module with what the student did not write blanked out: docstrings, comments, and every
+    line the release gives word for word (imports, signatures). Spaces replace them and newlines
+    stay, so every position still points into the module as handed in."""
+    spans = [(start, end) for start, end, kind in tokens(text) if kind in String.Doc or kind in Comment]
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if line.strip() in given:
+            spans.append((offset, offset + len(line)))
+        offset += len(line)
+    return blank(text, spans)
+
+
+def highlighted(text: str, own: str, slices) -> str:
+    """``text`` HTML-escaped with the shared stretches in ``<mark>``, on token boundaries: a token of
+    the student's own code is marked when copydetect's shared slices touch it (their ends, mapped back
+    from the filtered code, may fall mid-word), and a stretch never spans given code."""
+    marked = [(start, end) for start, end, kind in tokens(own)
+              if kind not in Whitespace and own[start:end].strip()
+              and any(start < b and a < end for a, b in zip(*slices))]
+    runs: list[list[int]] = []
+    for start, end in marked:
+        if runs and not text[runs[-1][1]:start].strip():  # only whitespace between: one stretch
+            runs[-1][1] = end
+        else:
+            runs.append([start, end])
+    html, done = [], 0
+    for start, end in runs:
+        html += [str(escape(text[done:start])), "<mark>", str(escape(text[start:end])), "</mark>"]
+        done = end
+    return "".join(html + [str(escape(text[done:]))])
+
+
 def name_of(student: str | None) -> str:
     return "the reference solution" if student is REFERENCE else one_line(student)
+
+
+def baseline_of(shares: list[float]) -> float:
+    """The share a typical pair of the module has in common: the median, when there are enough pairs."""
+    return statistics.median(shares) if len(shares) >= BASELINE_PAIRS else 0.0
+
+
+def stands_out(shared: float, baseline: float, threshold: float = THRESHOLD) -> bool:
+    """Listed: beyond the threshold, and more than half the way from the baseline to everything (a
+    module whose typical pair shares 80% lists only pairs sharing more than 90%)."""
+    return shared > max(threshold, baseline + (1 - baseline) / 2)
 
 
 def closest_pairs(members: set, pairs: list[dict]) -> list[dict]:
@@ -67,50 +152,70 @@ def closest_pairs(members: set, pairs: list[dict]) -> list[dict]:
     return kept
 
 
+def fingerprints(lab: Lab, module: str, staged: dict[str, Path]) -> dict:
+    """Each submission's (and the reference's) module: ``{key: (fingerprint of its own code, the
+    module as handed in, its own code)}``, for those that wrote any."""
+    given = given_lines(lab.release / module)
+    sources = [(student, folder / module) for student, folder in sorted(staged.items())]
+    sources.append((REFERENCE, lab.reference / module))
+    prints = {}
+    for student, path in sources:
+        if path.is_file() and not path.is_symlink():
+            text = printable(path.read_bytes().decode("utf-8", errors="replace"))
+            own = own_code(text, given)
+            try:
+                fingerprint = StableFingerprint(module, own)
+            except Exception:  # noqa: BLE001 - code the tokenizer cannot read is compared with no one, nothing more
+                continue
+            if fingerprint.hashes:
+                prints[student] = (fingerprint, text, own)
+    return prints
+
+
 def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) -> dict:
-    """``{"pairs": [...], "groups": [...]}``. A pair: ``{"module", "first", "second", "similarity"}``,
-    most similar first. A group: ``{"module", "members", "with_reference", "pairs"}``, the students
-    (and the reference solution, when a submission copies it) linked by such pairs in one module,
-    groups of students alone first; its ``pairs`` are the closest ones (:func:`closest_pairs`),
-    the first of them with ``first_code`` and ``second_code``: HTML-escaped, the shared stretches
-    in ``<mark>``."""
-    pairs, groups = [], []
+    """``{"pairs": [...], "groups": [...], "modules": [...]}``. A pair: ``{"module", "first", "second",
+    "similarity", "above"}`` (``above``: how far above the module's baseline, as a share of the way to
+    everything), the pairs that stand out only, most above first. A group: ``{"module", "members",
+    "with_reference", "pairs", "anchor", "keys"}``, the students (and the reference solution, when a
+    submission copies it) linked by such pairs in one module, groups of students alone first; its
+    ``pairs`` are the closest ones (:func:`closest_pairs`), the first of them with ``first_code`` and
+    ``second_code``: HTML-escaped, the shared stretches in ``<mark>``. A module: ``{"module",
+    "compared", "baseline", "listed"}``."""
+    pairs, groups, modules = [], [], []
     for module in lab.modules:
-        boilerplate = stub_hashes(lab, module)
-        sources = [(student, folder / module) for student, folder in sorted(staged.items())]
-        sources.append((REFERENCE, lab.reference / module))
-        prints = {}
-        for student, path in sources:
-            if path.is_file() and not path.is_symlink():
-                try:
-                    prints[student] = fingerprint(path.read_bytes().decode("utf-8", errors="replace"), module, boilerplate)
-                except Exception:  # noqa: BLE001 - code the tokenizer cannot read is compared with no one, nothing more
-                    continue
-        found, linked = [], {student: {student} for student in prints}
-        for (a, first), (b, second) in itertools.combinations(prints.items(), 2):
+        prints = fingerprints(lab, module, staged)
+        compared = []
+        for (a, (first, text_a, own_a)), (b, (second, text_b, own_b)) in itertools.combinations(prints.items(), 2):
             overlap, (share_a, share_b), slices = compare_files(first, second)
-            shared = float(min(share_a, share_b))
-            if overlap and shared > threshold:
-                found.append({"module": module, "first": name_of(a), "second": name_of(b), "similarity": shared,
-                              "keys": (a, b), "prints": (first, second), "slices": slices})
-                group = linked[a] | linked[b]
-                for member in group:
-                    linked[member] = group
+            compared.append({"module": module, "first": name_of(a), "second": name_of(b),
+                             "similarity": float(min(share_a, share_b)) if overlap else 0.0,
+                             "keys": (a, b), "texts": (text_a, text_b), "own": (own_a, own_b), "slices": slices})
+        baseline = baseline_of([p["similarity"] for p in compared])
+        found = [p for p in compared if stands_out(p["similarity"], baseline, threshold)]
+        for pair in found:
+            pair["above"] = (pair["similarity"] - baseline) / (1 - baseline)
+        modules.append({"module": module, "compared": len(prints), "baseline": baseline, "listed": len(found)})
+        linked = {student: {student} for student in prints}
+        for pair in found:
+            group = linked[pair["keys"][0]] | linked[pair["keys"][1]]
+            for member in group:
+                linked[member] = group
         for group in {id(g): g for g in linked.values() if len(g) > 1}.values():
             members = sorted(group, key=lambda m: (m is REFERENCE, m or ""))
             groups.append({"module": module, "members": [name_of(m) for m in members],
-                           "with_reference": REFERENCE in group,
+                           "keys": [m for m in members if m is not REFERENCE], "with_reference": REFERENCE in group,
                            "pairs": closest_pairs(group, [p for p in found if p["keys"][0] in group])})
         pairs += found
-    groups.sort(key=lambda g: (g["with_reference"], -len(g["members"]), g["module"]))
+    groups.sort(key=lambda g: (g["with_reference"], -max(p["above"] for p in g["pairs"]), g["module"]))
+    for number, group in enumerate(groups, 1):
+        group["anchor"] = f"similar-{number}"
     shown = 0
     for pair in (pair for group in groups for pair in group["pairs"]):
         if shown < SHOWN_SIDE_BY_SIDE:
-            (first, second), (slices_a, slices_b) = pair["prints"], pair["slices"]
-            pair["first_code"] = highlight_overlap(first.raw_code, slices_a, *HIGHLIGHT, escape_html=True)[0]
-            pair["second_code"] = highlight_overlap(second.raw_code, slices_b, *HIGHLIGHT, escape_html=True)[0]
+            pair["first_code"], pair["second_code"] = (
+                highlighted(text, own, slices) for text, own, slices in zip(pair["texts"], pair["own"], pair["slices"]))
             shown += 1
     for pair in pairs:
-        for internal in ("keys", "prints", "slices"):
+        for internal in ("keys", "texts", "own", "slices"):
             del pair[internal]
-    return {"pairs": sorted(pairs, key=lambda p: -p["similarity"]), "groups": groups}
+    return {"pairs": sorted(pairs, key=lambda p: -p["above"]), "groups": groups, "modules": modules}

@@ -35,7 +35,8 @@ class Printed:
 
     @property
     def provenance(self) -> str:
-        return f"{self.document} {self.cell}"
+        """Where a student finds the tensor: the document by its number and title, then the cell."""
+        return f"document {self.document[:3]} ({TITLES[self.document]}), {self.cell}"
 
 
 D000 = "000_a968188e794c0158.txt"
@@ -43,6 +44,10 @@ D001 = "001_fa43dfd7e4e3f837.txt"
 D002 = "002_44dddd5f4ab2f57c.txt"
 D003 = "003_5b9bd64e4d5ab2f8.txt"
 D004 = "004_639720769d10f263.txt"
+# What students call the documents (their file names are the course's storage, not in the bundle).
+TITLES = {D000: "the chapter-3 walkthrough", D001: "the attention-and-transformers notebook",
+          D002: "the mathematical trick in self-attention", D003: "the chapter-3 implementation notes",
+          D004: "the attention summary page"}
 
 # -- inputs the documents define (given to student code by the checks) ------------------------
 

@@ -42,7 +42,7 @@ def expect_parameters(structure, expected, what):
 # -- project_qkv -----------------------------------------------------------------------------------
 
 def test_projected_query_matches_document(student):
-    """003 "Trainable self-attention", Projected query vector: x(2) @ W_q after manual_seed(123)."""
+    """Document 003, "Trainable self-attention", Projected query vector: x(2) @ W_q after manual_seed(123)."""
     W_q, W_k, W_v = seed123_projection_matrices()
     queries, _, _ = unpack_qkv(student.projections.project_qkv(INPUTS, W_q, W_k, W_v),
                                "project_qkv(inputs, W_q, W_k, W_v)", (6, 2))
@@ -50,7 +50,7 @@ def test_projected_query_matches_document(student):
 
 
 def test_projected_query_scores_match_document(student):
-    """003 "Trainable self-attention", Unnormalized attention scores: query_2 @ keys.T of the projections."""
+    """Document 003, "Trainable self-attention", Unnormalized attention scores: query_2 @ keys.T of the projections."""
     W_q, W_k, W_v = seed123_projection_matrices()
     queries, keys, _ = unpack_qkv(student.projections.project_qkv(INPUTS, W_q, W_k, W_v),
                                   "project_qkv(inputs, W_q, W_k, W_v)", (6, 2))
@@ -59,7 +59,7 @@ def test_projected_query_scores_match_document(student):
 
 
 def test_projected_batch_scores_match_document(student):
-    """002 In [13]/[14]: wei[0] = q @ k^T for nn.Linear(32, 16) query then key on x = randn(4, 8, 32), seed 42."""
+    """Document 002, In [13]/[14]: wei[0] = q @ k^T for nn.Linear(32, 16) query then key on x = randn(4, 8, 32), seed 42."""
     x, query, key = seed42_head_setup()
     W_query, W_key = query.weight.detach().T, key.weight.detach().T  # nn.Linear computes x @ weight.T
     W_value = random_tensor(5, 32, 16)  # the document projects no values here
@@ -85,7 +85,7 @@ def test_project_qkv_projects_all_three(student):
 # -- scaled_attention_weights ------------------------------------------------------------------------
 
 def test_scaled_weights_match_document(student):
-    """003 "Trainable self-attention", Attention weights: softmax(query_2 @ keys.T / sqrt(2))."""
+    """Document 003, "Trainable self-attention", Attention weights: softmax(query_2 @ keys.T / sqrt(2))."""
     W_q, W_k, _ = seed123_projection_matrices()
     queries, keys = INPUTS @ W_q, INPUTS @ W_k
     weights = expect_tensor(student.projections.scaled_attention_weights(queries[1:2], keys),
@@ -94,7 +94,7 @@ def test_scaled_weights_match_document(student):
 
 
 def test_scaled_weights_from_printed_scores(student):
-    """000 In [10]: softmax(attn_scores_2 / sqrt(2)) of In [9]'s printed scores.
+    """Document 000, In [10]: softmax(attn_scores_2 / sqrt(2)) of In [9]'s printed scores.
 
     The query [1, 0] against keys [s, 0] gives exactly the printed scores s with d_k = 2.
     """
@@ -106,7 +106,7 @@ def test_scaled_weights_from_printed_scores(student):
 
 
 def test_scaled_weights_full_matrix_match_document(student):
-    """003 "Causal self-attention", Attention weights: all 6x6 weights from the projections of V2 (seed 123)."""
+    """Document 003, "Causal self-attention", Attention weights: all 6x6 weights from the projections of V2 (seed 123)."""
     W_query, W_key, _ = seed123_v2_layers()
     with torch.no_grad():
         queries, keys = W_query(INPUTS), W_key(INPUTS)
@@ -128,7 +128,7 @@ def test_scaled_weights_batched_contract(student):
 # -- SelfAttention_v1 / SelfAttention_v2 -------------------------------------------------------------
 
 def test_v1_matches_document(student):
-    """003 "A self-attention class", Context vectors (V1): SelfAttention_v1(3, 2) built after manual_seed(123)."""
+    """Document 003, "A self-attention class", Context vectors (V1): SelfAttention_v1(3, 2) built after manual_seed(123)."""
     v1 = student.seeded(123).projections.SelfAttention_v1(3, 2)  # built first, so V2 plays no part
     out = v1(INPUTS)
     expect_document(out, V1_SEED123, "SelfAttention_v1(3, 2) (seed 123) on inputs")
@@ -136,20 +136,20 @@ def test_v1_matches_document(student):
 
 
 def test_v2_after_v1_matches_document(student):
-    """003 "A self-attention class", Context vectors (V2): SelfAttention_v2(3, 2) built right after V1 (seed 123)."""
+    """Document 003, "A self-attention class", Context vectors (V2): SelfAttention_v2(3, 2) built right after V1 (seed 123)."""
     _, v2 = student.build_in_order(123, ("projections.SelfAttention_v1", 3, 2), ("projections.SelfAttention_v2", 3, 2))
     expect_document(v2(INPUTS), V2_AFTER_V1_SEED123,
                     "SelfAttention_v2(3, 2) built after SelfAttention_v1(3, 2) (seed 123) on inputs")
 
 
 def test_v2_seed789_matches_document(student):
-    """000 In [12]: SelfAttention_v2(3, 2) built after manual_seed(789), on the inputs."""
+    """Document 000, In [12]: SelfAttention_v2(3, 2) built after manual_seed(789), on the inputs."""
     v2 = student.seeded(789).projections.SelfAttention_v2(3, 2)
     expect_document(v2(INPUTS), V2_SEED789, "SelfAttention_v2(3, 2) (seed 789) on inputs")
 
 
 def test_v2_with_v1_weights_matches_document(student):
-    """003 "A self-attention class", Context vectors (V1): V2 given V1's matrices (as nn.Linear weights, transposed)
+    """Document 003, "A self-attention class", Context vectors (V1): V2 given V1's matrices (as nn.Linear weights, transposed)
     computes V1's context vectors, whatever order it creates its layers in."""
     W_q, W_k, W_v = seed123_projection_matrices()
     v2 = student.projections.SelfAttention_v2(3, 2)

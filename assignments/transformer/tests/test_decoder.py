@@ -52,7 +52,7 @@ def test_decoder_structure(student):
 
 
 def test_decoder_wiring_document_setup(student):
-    """001 In [250]'s decoder layer in 001's set-up (a 7-token target and a 7-token encoder output), with the
+    """Document 001, In [250]: the decoder layer in 001's set-up (a 7-token target and a 7-token encoder output), with the
     layer's own submodules: causal self-attention, cross-attention (queries from x), feed-forward, each a
     post-norm residual block."""
     expect_own_wiring(loaded(student), X, MEMORY, STATE, HEADS, D_FF,

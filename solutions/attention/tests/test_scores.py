@@ -11,7 +11,7 @@ DOT = ("torch.dot", "torch.Tensor.dot")  # x.dot(y) is torch.dot too
 
 
 def test_query_scores_match_document(student):
-    """000 In [2]: the scores of query x(2) against every token."""
+    """Document 000, In [2]: the scores of query x(2) against every token."""
     scores = student.scores.attention_scores_for_query(INPUTS, INPUTS[1])
     expect_document(scores, QUERY2_SCORES, "attention_scores_for_query(inputs, inputs[1])")
 
@@ -24,7 +24,7 @@ def test_query_scores_use_a_loop(student):
 
 
 def test_loop_scores_match_document(student):
-    """003 "A simple example (batch query)": the 6x6 score matrix, computed with nested loops."""
+    """Document 003, "A simple example (batch query)": the 6x6 score matrix, computed with nested loops."""
     expect_document(student.scores.attention_scores_loop(INPUTS), ALL_SCORES, "attention_scores_loop(inputs)")
 
 
@@ -36,12 +36,12 @@ def test_loop_scores_use_nested_loops(student):
 
 
 def test_matrix_scores_match_document(student):
-    """003 "A simple example (batch query)": the same 6x6 matrix as one matrix product."""
+    """Document 003, "A simple example (batch query)": the same 6x6 matrix as one matrix product."""
     expect_document(student.scores.attention_scores(INPUTS), ALL_SCORES, "attention_scores(inputs)")
 
 
 def test_matrix_scores_batched_match_document(student):
-    """003 "A note on batched matrix multiplications": a @ a.transpose(2, 3) for a of shape (1, 2, 3, 4); then
+    """Document 003, "A note on batched matrix multiplications": a @ a.transpose(2, 3) for a of shape (1, 2, 3, 4); then
     shapes (3, 3, 4) and (2, 1, 3, 4)."""
     expect_document(student.scores.attention_scores(torch.tensor(BATCHED_A)), BATCHED_AAT,
                     "attention_scores(a) with a of shape (1, 2, 3, 4)")
@@ -52,7 +52,7 @@ def test_matrix_scores_batched_match_document(student):
 
 
 def test_loop_and_matrix_scores_agree(student):
-    """001 In [39]/[40]/[43]: loop scores equal matrix scores (7 tokens, 32-dim embeddings)."""
+    """Document 001, In [39]/[40]/[43]: loop scores equal matrix scores (7 tokens, 32-dim embeddings)."""
     embedded = random_tensor(7, 7, 32)
     loop = student.scores.attention_scores_loop(embedded)
     expect_close(student.scores.attention_scores(embedded), loop, "attention_scores vs attention_scores_loop",

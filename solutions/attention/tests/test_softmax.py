@@ -38,19 +38,19 @@ def no_library_softmax(student):
 
 
 def test_query_weights_match_document(student):
-    """000 In [3] (003 prints it again): the softmax of query x(2)'s scores, over dim 0."""
+    """Document 000, In [3] (document 003 prints it again): the softmax of query x(2)'s scores, over dim 0."""
     weights = student.softmax.softmax(QUERY2_EXACT_SCORES, dim=0)
     expect_document(weights, QUERY2_WEIGHTS, "softmax(inputs @ inputs[1], dim=0)")
 
 
 def test_naive_weights_match_document(student):
-    """003 "A simple example (single query vector)": the same scores divided by their sum."""
+    """Document 003, "A simple example (single query vector)": the same scores divided by their sum."""
     weights = student.softmax.normalize_sum(QUERY2_EXACT_SCORES, dim=0)
     expect_document(weights, QUERY2_NAIVE_WEIGHTS, "normalize_sum(inputs @ inputs[1], dim=0)")
 
 
 def test_query_context_matches_document(student):
-    """000 In [4] (003 prints it again): context vector z(2), from the judge's torch.softmax weights."""
+    """Document 000, In [4] (document 003 prints it again): context vector z(2), from the judge's torch.softmax weights."""
     weights = torch.softmax(QUERY2_EXACT_SCORES, dim=0)
     expect_document(student.softmax.context_vector(INPUTS, weights), QUERY2_CONTEXT,
                     "context_vector(inputs, softmax(inputs @ inputs[1]))")
@@ -65,20 +65,20 @@ def test_context_vector_uses_a_loop(student):
 
 
 def test_all_weights_match_document(student):
-    """000 In [5] (003 "Normalized attention scores"): row-wise softmax of the 6x6 score matrix."""
+    """Document 000, In [5] (document 003 "Normalized attention scores"): row-wise softmax of the 6x6 score matrix."""
     weights = student.softmax.softmax(ALL_EXACT_SCORES, dim=-1)
     expect_document(weights, ALL_WEIGHTS, "softmax(inputs @ inputs.T, dim=-1)")
 
 
 def test_all_contexts_match_document(student):
-    """000 In [6] (003 "Context vectors"): all context vectors as weights @ inputs."""
+    """Document 000, In [6] (document 003 "Context vectors"): all context vectors as weights @ inputs."""
     weights = torch.softmax(ALL_EXACT_SCORES, dim=-1)
     expect_document(student.softmax.context_vectors(INPUTS, weights), ALL_CONTEXTS,
                     "context_vectors(inputs, softmax(inputs @ inputs.T))")
 
 
 def test_shiny_context_matches_document(student):
-    """004 "Step 3: Compute the Context Vector": the context vector of "shiny" in "Hello shiny sun!"."""
+    """Document 004, "Step 3: Compute the Context Vector": the context vector of "shiny" in "Hello shiny sun!"."""
     # The page summed weighted embeddings it had rounded to 4 decimals by hand, so its result
     # differs from the exact [0.3990, 0.3854, 0.8610]; the catalog's atol of 5e-4 accepts both.
     tokens = torch.tensor(HELLO_SHINY_SUN)
@@ -88,7 +88,7 @@ def test_shiny_context_matches_document(student):
 
 
 def test_minus_1e10_masked_weights(student):
-    """001 In [230]-[232]: softmax(M / sqrt(32), dim=1) of the 7x7 scores masked with -1e10 (rows sum to 1)."""
+    """Document 001, In [230]-[232]: softmax(M / sqrt(32), dim=1) of the 7x7 scores masked with -1e10 (rows sum to 1)."""
     scaled = torch.tensor(MINUS_1E10_MASKED) / math.sqrt(32)
     what = "softmax(masked / sqrt(32), dim=1) with -1e10 above the diagonal"
     weights = student.softmax.softmax(scaled, dim=1)
@@ -119,7 +119,7 @@ def test_softmax_is_numerically_stable(student):
 
 
 def test_softmax_gives_minus_inf_zero_weight(student):
-    """002 In [20]: softmax of zeros with -inf above the diagonal, dim=-1: uniform causal weights, exact zeros."""
+    """Document 002, In [20]: softmax of zeros with -inf above the diagonal, dim=-1: uniform causal weights, exact zeros."""
     future = torch.ones(8, 8).tril() == 0
     scores = torch.zeros(8, 8).masked_fill(future, float("-inf"))
     what = "softmax(zeros masked with -inf above the diagonal, dim=-1)"

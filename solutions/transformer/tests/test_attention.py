@@ -55,14 +55,14 @@ def loaded(side, state, d_model=EMBEDDING_DIM, num_heads=HEADS, dropout=0.0, bia
 
 
 def test_attention_weights_match_document_setup(student):
-    """001 In [246] for one head of 001's set-up (7 tokens, head size 16): softmax(q k^T / sqrt(d_k)) over the
+    """Document 001, In [246] for one head of 001's set-up (7 tokens, head size 16): softmax(q k^T / sqrt(d_k)) over the
     keys, scaled by the size of q and k (not the model width)."""
     expect_close(student.attention.attention_weights(Q, K), trusted_weights(Q, K),
                  "attention_weights(q, k) with q, k of shape (7, 16)", atol=1e-5, rtol=1e-4)
 
 
 def test_attention_weights_hide_where_mask_is_true(student):
-    """001 In [246]'s causal masking, with lab 1's convention: True marks a hidden key, which gets weight exactly 0."""
+    """Document 001, In [246]: the causal masking, with lab 1's convention: True marks a hidden key, which gets weight exactly 0."""
     causal = future_positions(TOKENS)
     what = "attention_weights(q, k, mask) with mask = triu(ones(7, 7, dtype=bool), diagonal=1) (True = hidden)"
     weights = student.attention.attention_weights(Q, K, causal)
@@ -172,7 +172,7 @@ def test_mha_rejects_indivisible(student):
 
 
 def test_mha_matches_torch_document_setup(student):
-    """001 In [247]'s multi-head self-attention in 001's set-up (2 heads on (1, 7, 32)), as
+    """Document 001, In [247]: the multi-head self-attention in 001's set-up (2 heads on (1, 7, 32)), as
     nn.MultiheadAttention(32, 2, batch_first=True) with the same weights (its in_proj = W_query, W_key, W_value)."""
     state = mha_state(42, EMBEDDING_DIM)
     expect_close(loaded(student, state)(X, X, X), torch_mha_output(state, X, X, X, HEADS),

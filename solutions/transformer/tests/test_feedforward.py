@@ -45,7 +45,7 @@ def test_feedforward_created_in_order(student):
 
 
 def test_feedforward_matches_document_setup(student):
-    """001 In [248]'s sizes (d_ff = 2 * EMBEDDING_DIM): linear2(relu(linear1(x))) on (1, 7, 32), with the
+    """Document 001, In [248]: the sizes (d_ff = 2 * EMBEDDING_DIM): linear2(relu(linear1(x))) on (1, 7, 32), with the
     judge's weights."""
     expect_close(loaded(student)(X), feedforward(X, STATE),
                  f"FeedForward(32, 64) on x of shape (1, 7, 32) ({SETUP})", atol=1e-5, rtol=1e-4)

@@ -22,13 +22,13 @@ ABOVE_DIAGONAL = future_positions(6)
 
 
 def causal_weights_000():
-    """000 In [15]: softmax(masked(inputs @ inputs.T) / sqrt(2)), i.e. the catalog's CAUSAL_WEIGHTS."""
+    """Document 000, In [15]: softmax(masked(inputs @ inputs.T) / sqrt(2)), i.e. the catalog's CAUSAL_WEIGHTS."""
     scores = (INPUTS @ INPUTS.T).masked_fill(ABOVE_DIAGONAL, -torch.inf)
     return torch.softmax(scores / math.sqrt(2), dim=-1)
 
 
 def masked_weights_003():
-    """003 "Causal self-attention": the catalog's MASKED_SOFTMAXED_WEIGHTS, recomputed exactly.
+    """Document 003, "Causal self-attention": the catalog's MASKED_SOFTMAXED_WEIGHTS, recomputed exactly.
 
     The page masks V2's already-softmaxed weights with -inf and softmaxes again with 1/sqrt(2).
     """
@@ -74,23 +74,23 @@ SCALES_AT_HALF = {"1 - p": 0.5}
 
 
 def test_dropout_causal_weights_match_document(student):
-    """000 In [16]: dropout(p=0.5) of In [15]'s causal weights, kept where the printed tensor is non-zero."""
+    """Document 000, In [16]: dropout(p=0.5) of In [15]'s causal weights, kept where the printed tensor is non-zero."""
     keep = DROPOUT_CAUSAL_WEIGHTS.tensor != 0
     out = student.dropout.dropout(causal_weights_000(), 0.5, keep_mask=keep)
-    what = "dropout(causal weights of 000 In [15], 0.5, keep_mask=printed != 0)"
+    what = "dropout(causal weights of document 000, In [15], 0.5, keep_mask=printed != 0)"
     expect_tensor(out, what, shape=(6, 6), dtype=torch.float32)
     expect_document(out, DROPOUT_CAUSAL_WEIGHTS, what, constants=SCALES_AT_HALF)
 
 
 def test_dropout_ones_match_document(student):
-    """003 "Dropout: Masking additional attention weights", first Dropout: a 6x6 matrix of ones, p=0.5."""
+    """Document 003, "Dropout: Masking additional attention weights", first Dropout: a 6x6 matrix of ones, p=0.5."""
     keep = DROPOUT_ONES.tensor != 0
     out = student.dropout.dropout(torch.ones(6, 6), 0.5, keep_mask=keep)
     expect_document(out, DROPOUT_ONES, "dropout(torch.ones(6, 6), 0.5, keep_mask=printed != 0)", constants=SCALES_AT_HALF)
 
 
 def test_dropout_masked_weights_match_document(student):
-    """003 "Dropout: Masking additional attention weights", second Dropout: the masked-and-normalized
+    """Document 003, "Dropout: Masking additional attention weights", second Dropout: the masked-and-normalized
     weights of "Causal self-attention" (recomputed by the judge), p=0.5."""
     keep = DROPOUT_MASKED_WEIGHTS.tensor != 0
     out = student.dropout.dropout(masked_weights_003(), 0.5, keep_mask=keep)

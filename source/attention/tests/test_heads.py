@@ -39,7 +39,7 @@ def test_merge_heads_on_explicit_tensor(student):
 
 
 def test_split_and_merge_shapes_match_document(student):
-    """003 "A note on views": a (2, 3, 4) tensor split into 2 heads has shape (2, 2, 3, 2), and merges back."""
+    """Document 003, "A note on views": a (2, 3, 4) tensor split into 2 heads has shape (2, 2, 3, 2), and merges back."""
     x = random_tensor(3, 2, 3, 4)
     split = x.view(2, 3, 2, 2).transpose(1, 2)  # the trusted split
     result = expect_tensor(student.heads.split_heads(x, 2), "split_heads(x, 2) with x of shape (2, 3, 4)",
@@ -57,7 +57,7 @@ def test_split_heads_rejects_indivisible(student):
 
 
 def test_wrapper_matches_document(student):
-    """003 "Multi-head self-attention (naive)": MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2) after manual_seed(123)."""
+    """Document 003, "Multi-head self-attention (naive)": MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2) after manual_seed(123)."""
     wrapper = student.seeded(123).heads.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2)
     expect_document(wrapper(BATCH), WRAPPER_SEED123,
                     "MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2) after manual_seed(123), on the 2 x 6 batch")
@@ -101,7 +101,7 @@ def test_wrapper_structure(student):
 
 
 def test_mha_matches_document(student):
-    """000 In [18] (and 003 "Multi-head self-attention (parallel)"): MultiHeadAttention(3, 2, 6, 0.0, 2)
+    """Document 000, In [18] (and document 003 "Multi-head self-attention (parallel)"): MultiHeadAttention(3, 2, 6, 0.0, 2)
     after manual_seed(123)."""
     mha = student.seeded(123).heads.MultiHeadAttention(3, 2, 6, 0.0, 2)
     expect_document(mha(BATCH), MHA_SEED123,

@@ -51,7 +51,7 @@ def test_encoder_structure(student):
 
 
 def test_encoder_wiring_document_setup(student):
-    """001 In [248]'s encoder layer in 001's set-up, on (1, 7, 32): x = norm1(x + self_attn(x, x, x)), then
+    """Document 001, In [248]: the encoder layer in 001's set-up, on (1, 7, 32): x = norm1(x + self_attn(x, x, x)), then
     x = norm2(x + ff(x)), with the layer's own submodules."""
     expect_own_wiring(loaded(student), X, None, STATE, HEADS, D_FF,
                       f"EncoderLayer(32, 2, 64)(x) on x of shape (1, 7, 32) ({SETUP})")

@@ -34,7 +34,7 @@ WEIGHTS = layernorm_state(12, EMBEDDING_DIM)
 
 
 def test_layer_norm_matches_torch(student):
-    """001 In [248] normalises 7 token embeddings of 32 features: layer_norm(x, weight, bias) on (7, 32)
+    """Document 001, In [248] normalises 7 token embeddings of 32 features: layer_norm(x, weight, bias) on (7, 32)
     equals torch.nn.functional.layer_norm over the last dim."""
     out = student.layernorm.layer_norm(TOKEN_EMBEDDINGS, WEIGHTS["weight"], WEIGHTS["bias"])
     expect_close(out, trusted_layer_norm(TOKEN_EMBEDDINGS, WEIGHTS["weight"], WEIGHTS["bias"]),
@@ -43,7 +43,7 @@ def test_layer_norm_matches_torch(student):
 
 def test_layer_norm_normalises_each_token(student):
     """With weight 1 and bias 0, every token (row) has mean 0 and variance 1 over its features;
-    the statistics are per token, never over the whole sequence (001 In [248] passes x.shape)."""
+    the statistics are per token, never over the whole sequence (document 001 In [248] passes x.shape)."""
     ones, zeros = torch.ones(EMBEDDING_DIM), torch.zeros(EMBEDDING_DIM)
     what = "layer_norm(x, ones(32), zeros(32)) on x of shape (7, 32)"
     out = expect_tensor(student.layernorm.layer_norm(TOKEN_EMBEDDINGS, ones, zeros), what, shape=(TOKENS, EMBEDDING_DIM))

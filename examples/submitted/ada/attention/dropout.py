@@ -31,15 +31,10 @@ def dropout(x, p, keep_mask=None, generator=None, training=True):
 
     Gradients must flow back to ``x``, and ``x`` must not be modified in place.
     """
-    if not 0.0 <= p <= 1.0:  # also rejects NaN
-        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
-    if not training or p == 0:
-        return x
-    if p == 1:
-        return torch.zeros_like(x)  # everything dropped; avoids 1 / 0
-    if keep_mask is None:
-        dtype = x.dtype if x.is_floating_point() else None
-        noise = torch.rand(x.shape, generator=generator, dtype=dtype, device=x.device)
-        keep_mask = noise >= p  # True with probability 1 - p
-    # Scale survivors now so no rescaling is needed at inference time.
-    return torch.where(keep_mask.bool(), x / (1 - p), torch.zeros_like(x))
+    if not 0 <= p <= 1:
+        raise ValueError(f"p must be in [0, 1], got {p}")
+    if training and p > 0:
+        if keep_mask is None:
+            keep_mask = torch.rand(x.shape, generator=generator, device=x.device) > p
+        return x * keep_mask / (1 - p) if p < 1 else torch.zeros_like(x)
+    return x

@@ -23,12 +23,10 @@ def split_heads(x, num_heads):
     Raises:
     - ValueError if ``d_out`` is not divisible by ``num_heads``.
     """
-    B, T, d_out = x.shape
-    if d_out % num_heads != 0:
-        raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-    head_dim = d_out // num_heads
-    # Put heads before tokens so each head is an independent (T, head_dim) matrix.
-    return x.view(B, T, num_heads, head_dim).transpose(1, 2)  # (B, H, T, head_dim)
+    batch, tokens, width = x.shape
+    if width % num_heads:
+        raise ValueError("num_heads must divide d_out")
+    return torch.einsum("bthd->bhtd", x.view(batch, tokens, num_heads, width // num_heads))
 
 
 def merge_heads(x):
@@ -41,9 +39,8 @@ def merge_heads(x):
     - tensor of shape (B, T, H * h) with the heads concatenated along the last
       dim, head 0 first.
     """
-    B, H, T, h = x.shape
-    # transpose makes the memory non-contiguous; view needs it contiguous again.
-    return x.transpose(1, 2).contiguous().view(B, T, H * h)  # (B, T, H*h)
+    batch, heads, tokens, width = x.shape
+    return torch.einsum("bhtd->bthd", x).reshape(batch, tokens, heads * width)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -62,9 +59,8 @@ class MultiHeadAttentionWrapper(nn.Module):
         super().__init__()
         # Imported here so a broken masking.py fails only the wrapper's checks, not all of heads.py.
         from masking import CausalAttention
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
-        )
+        heads = [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
+        self.heads = nn.ModuleList(heads)
 
     def forward(self, x):
         """Run every head and concatenate the results.
@@ -75,7 +71,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         Returns:
         - tensor of shape (B, T, num_heads * d_out), head 0's output first.
         """
-        return torch.cat([head(x) for head in self.heads], dim=-1)  # (B, T, H*d_out)
+        return torch.stack([head(x) for head in self.heads], dim=-2).flatten(-2)
 
 
 class MultiHeadAttention(nn.Module):
@@ -100,19 +96,15 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         """Validate the sizes, then create the submodules and buffer in order."""
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-        self.d_out = d_out
+        if d_out % num_heads:
+            raise ValueError("num_heads must divide d_out")
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes information across heads
+        self.d_out = d_out
+        self.W_query, self.W_key, self.W_value = (nn.Linear(d_in, d_out, bias=qkv_bias) for _ in range(3))
+        self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer(
-            "mask", torch.triu(torch.ones(context_length, context_length), diagonal=1)
-        )
+        self.register_buffer("mask", 1 - torch.ones(context_length, context_length).tril())
 
     def forward(self, x):
         """Compute multi-head causal context vectors.
@@ -126,16 +118,9 @@ class MultiHeadAttention(nn.Module):
           ``1 / sqrt(head_dim)``, dropout on the weights), merged back and
           passed through ``out_proj``.
         """
-        B, T, _ = x.shape
-        queries = split_heads(self.W_query(x), self.num_heads)  # (B, H, T, hd)
-        keys = split_heads(self.W_key(x), self.num_heads)       # (B, H, T, hd)
-        values = split_heads(self.W_value(x), self.num_heads)   # (B, H, T, hd)
-
-        scores = queries @ keys.transpose(-2, -1)  # (B, H, T, T)
-        # (T, T) mask broadcasts over batch and heads.
-        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
-        weights = torch.softmax(scores / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
-        weights = self.dropout(weights)
-
-        context = merge_heads(weights @ values)  # (B, T, d_out)
-        return self.out_proj(context)
+        T = x.shape[1]
+        q, k, v = (split_heads(proj(x), self.num_heads) for proj in (self.W_query, self.W_key, self.W_value))
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(self.head_dim)
+        weights = torch.softmax(scores.masked_fill(self.mask[:T, :T].bool(), -torch.inf), dim=-1)
+        context = torch.einsum("bhqk,bhkd->bhqd", self.dropout(weights), v)
+        return self.out_proj(merge_heads(context))

@@ -20,7 +20,7 @@ def causal_mask(num_tokens):
       hidden (a future key, strictly above the diagonal), ``False`` a position
       the query may attend to.
     """
-    return torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
+    return torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(diagonal=1)
 
 
 def mask_future(scores, fill=float("-inf")):
@@ -36,8 +36,7 @@ def mask_future(scores, fill=float("-inf")):
       strictly above the diagonal equal ``fill``, the rest are copied.
       ``scores`` itself must not be modified.
     """
-    mask = causal_mask(scores.shape[-1]).to(scores.device)  # (T, T), broadcasts
-    return scores.masked_fill(mask, fill)  # out of place: input untouched
+    return scores.masked_fill(causal_mask(scores.size(-1)).to(scores.device), fill)
 
 
 def causal_attention_weights(scores, d_k):
@@ -53,8 +52,7 @@ def causal_attention_weights(scores, d_k):
       sums to 1 and every entry above the diagonal is exactly 0. PyTorch's
       built-in softmax may be used here.
     """
-    masked = mask_future(scores)  # (..., T, T), -inf above the diagonal
-    return torch.softmax(masked / math.sqrt(d_k), dim=-1)
+    return torch.softmax(mask_future(scores) * d_k ** -0.5, dim=-1)
 
 
 def causal_average(x):
@@ -70,10 +68,10 @@ def causal_average(x):
     Implementation notes: build ``torch.tril(ones(T, T))``, normalise each row
     to sum to 1, and multiply it with ``x``; no Python loop over tokens.
     """
-    T = x.shape[-2]
-    tril = torch.tril(torch.ones(T, T, dtype=x.dtype, device=x.device))  # (T, T)
-    avg = tril / tril.sum(dim=-1, keepdim=True)  # row t has 1/(t+1) on 0..t
-    return avg @ x  # (T, T) @ (..., T, C) -> (..., T, C)
+    n = x.shape[-2]
+    averaging = torch.ones(n, n, dtype=x.dtype, device=x.device).tril()
+    averaging = averaging / averaging.sum(-1, keepdim=True)
+    return torch.einsum("ij,...jc->...ic", averaging, x)
 
 
 class CausalAttention(nn.Module):
@@ -93,14 +91,9 @@ class CausalAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         """Create the projections, dropout layer and mask buffer, in order."""
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_query, self.W_key, self.W_value = (nn.Linear(d_in, d_out, bias=qkv_bias) for _ in range(3))
         self.dropout = nn.Dropout(dropout)
-        # A buffer, not a parameter: saved and moved with the module, never trained.
-        self.register_buffer(
-            "mask", torch.triu(torch.ones(context_length, context_length), diagonal=1)
-        )
+        self.register_buffer("mask", 1 - torch.ones(context_length, context_length).tril())
 
     def forward(self, x):
         """Compute causal context vectors.
@@ -114,14 +107,9 @@ class CausalAttention(nn.Module):
           (out of place), scaled by ``1 / sqrt(d_k)``, softmaxed over the last
           dim, passed through dropout, and multiplied with the values.
         """
-        B, T, _ = x.shape
-        queries = self.W_query(x)  # (B, T, d_out)
-        keys = self.W_key(x)       # (B, T, d_out)
-        values = self.W_value(x)   # (B, T, d_out)
-
-        scores = queries @ keys.transpose(-2, -1)  # (B, T, T)
-        # Cut the mask to the actual sequence length; inputs may be shorter.
-        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
-        weights = torch.softmax(scores / math.sqrt(keys.shape[-1]), dim=-1)  # (B, T, T)
-        weights = self.dropout(weights)
-        return weights @ values  # (B, T, d_out)
+        T = x.shape[-2]
+        queries, keys, values = (proj(x) for proj in (self.W_query, self.W_key, self.W_value))
+        future = self.mask[:T, :T].bool()
+        scores = torch.einsum("btd,bsd->bts", queries, keys).masked_fill(future, -torch.inf)
+        weights = torch.softmax(scores * keys.shape[-1] ** -0.5, dim=-1)
+        return torch.einsum("bts,bsd->btd", self.dropout(weights), values)

@@ -23,9 +23,7 @@ def attention_scores_for_query(inputs, query):
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
     """
-    # One scalar per key token; stacking keeps the autograd graph intact.
-    scores = [torch.dot(x_j, query) for x_j in inputs]
-    return torch.stack(scores)  # (T,)
+    return torch.stack([torch.dot(token, query) for token in inputs])
 
 
 def attention_scores_loop(inputs):
@@ -44,10 +42,9 @@ def attention_scores_loop(inputs):
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
     rows = []
-    for x_i in inputs:  # queries
-        row = [torch.dot(x_i, x_j) for x_j in inputs]  # keys
-        rows.append(torch.stack(row))  # (T,)
-    return torch.stack(rows)  # (T, T)
+    for query in inputs:
+        rows.append(torch.stack([torch.dot(query, key) for key in inputs]))
+    return torch.stack(rows)
 
 
 def attention_scores(inputs):
@@ -63,4 +60,4 @@ def attention_scores(inputs):
 
     Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
     """
-    return inputs @ inputs.transpose(-2, -1)  # (..., T, T)
+    return torch.einsum("...qd,...kd->...qk", inputs, inputs)

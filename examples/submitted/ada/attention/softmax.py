@@ -20,7 +20,8 @@ def normalize_sum(scores, dim=-1):
 
     The input must not be modified in place.
     """
-    return scores / scores.sum(dim=dim, keepdim=True)
+    total = scores.sum(dim, keepdim=True)
+    return scores / total
 
 
 def softmax(scores, dim=-1):
@@ -42,11 +43,9 @@ def softmax(scores, dim=-1):
     (or log-softmax) provided by PyTorch; build it from ``exp`` and ``sum``.
     The input must not be modified in place.
     """
-    # Shifting by the max leaves the result unchanged but keeps exp() <= 1.
-    # The shift is a constant mathematically, so it need not be backpropagated.
-    shift = scores.amax(dim=dim, keepdim=True).detach()
-    exps = torch.exp(scores - shift)  # -inf - finite = -inf -> exp gives 0
-    return exps / exps.sum(dim=dim, keepdim=True)
+    peak = scores.amax(dim, keepdim=True)
+    unnormalised = (scores - peak).exp()
+    return unnormalised / unnormalised.sum(dim, keepdim=True)
 
 
 def context_vector(inputs, weights):
@@ -63,9 +62,9 @@ def context_vector(inputs, weights):
     Implementation notes: accumulate with a Python loop over the T tokens,
     out of place (``acc = acc + ...``) so gradients flow to both arguments.
     """
-    context = torch.zeros_like(inputs[0])  # (d,)
-    for w_j, x_j in zip(weights, inputs):
-        context = context + w_j * x_j
+    context = inputs.new_zeros(inputs.shape[-1])
+    for weight, token in zip(weights, inputs):
+        context = context + weight * token
     return context
 
 
@@ -80,4 +79,4 @@ def context_vectors(inputs, weights):
     Returns:
     - contexts: tensor of shape (..., T, d), equal to ``weights @ inputs``.
     """
-    return weights @ inputs  # (..., T, T) @ (..., T, d) -> (..., T, d)
+    return torch.einsum("...qk,...kd->...qd", weights, inputs)

@@ -25,10 +25,10 @@ def attention_weights(query, key, mask=None):
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
       the keys it may attend to. PyTorch's softmax may be used.
     """
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., T_q, T_k)
+    scores = torch.einsum("...qd,...kd->...qk", query, key) * query.shape[-1] ** -0.5
     if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))                   # hidden keys: -inf
-    return torch.softmax(scores, dim=-1)
+        scores = scores.masked_fill(mask, -torch.inf)
+    return scores.softmax(dim=-1)
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -42,7 +42,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     - tensor of shape (..., T_q, d_v): row i is the weighted sum of the value rows, with the
       weights of query i.
     """
-    return attention_weights(query, key, mask) @ value   # (..., T_q, d_v)
+    weights = attention_weights(query, key, mask)
+    return torch.einsum("...qk,...kd->...qd", weights, value)
 
 
 class MultiHeadAttention(nn.Module):
@@ -66,9 +67,10 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model = {d_model} is not a multiple of num_heads = {num_heads}")
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
         self.W_query = nn.Linear(d_model, d_model, bias=bias)
         self.W_key = nn.Linear(d_model, d_model, bias=bias)
         self.W_value = nn.Linear(d_model, d_model, bias=bias)
@@ -76,11 +78,17 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, mask=None):
-        B, T_q, d_model = query.shape
-        T_k = key.shape[1]
-        q = self.W_query(query).view(B, T_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_q, hd)
-        k = self.W_key(key).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)      # (B, H, T_k, hd)
-        v = self.W_value(value).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_k, hd)
-        weights = self.dropout(attention_weights(q, k, mask))                               # (B, H, T_q, T_k)
-        context = (weights @ v).transpose(1, 2).reshape(B, T_q, d_model)                    # heads side by side
-        return self.out_proj(context)                                                       # (B, T_q, d_model)
+        q = self._split(self.W_query(query))
+        k = self._split(self.W_key(key))
+        v = self._split(self.W_value(value))
+        weights = self.dropout(attention_weights(q, k, mask))
+        context = torch.einsum("bhqk,bhkd->bhqd", weights, v)
+        return self.out_proj(self._merge(context))
+
+    def _split(self, x):
+        """(B, T, d_model) -> (B, heads, T, head_dim): head h gets its own slice of the features."""
+        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
+
+    def _merge(self, x):
+        """(B, heads, T, head_dim) -> (B, T, d_model): the heads side by side again."""
+        return x.transpose(1, 2).flatten(start_dim=2)

@@ -42,8 +42,24 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, memory):
-        T = x.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)  # (T, T), True = future
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, causal)))       # (B, T, d_model)
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory)))    # queries from x
-        return self.norm3(x + self.dropout(self.ff(x)))                         # (B, T, d_model)
+        future = self._future_mask(x.shape[1], x.device)
+        x = self.norm1(x + self._self_attention_block(x, future))
+        x = self.norm2(x + self._cross_attention_block(x, memory))
+        return self.norm3(x + self._feed_forward_block(x))
+
+    @staticmethod
+    def _future_mask(size, device):
+        """(size, size), True strictly above the diagonal: the keys after each query."""
+        return torch.ones(size, size, dtype=torch.bool, device=device).triu(diagonal=1)
+
+    def _self_attention_block(self, x, mask):
+        """Causal self-attention's output, through dropout."""
+        return self.dropout(self.self_attn(x, x, x, mask))
+
+    def _cross_attention_block(self, x, memory):
+        """Queries from the decoder, keys and values from the encoder's output, through dropout."""
+        return self.dropout(self.cross_attn(x, memory, memory))
+
+    def _feed_forward_block(self, x):
+        """The feed-forward block's output, through dropout."""
+        return self.dropout(self.ff(x))

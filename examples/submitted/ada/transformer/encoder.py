@@ -35,5 +35,13 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, mask=None):
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))   # (B, T, d_model)
-        return self.norm2(x + self.dropout(self.ff(x)))                   # (B, T, d_model)
+        x = self.norm1(x + self._attention_block(x, mask))
+        return self.norm2(x + self._feed_forward_block(x))
+
+    def _attention_block(self, x, mask):
+        """Self-attention's output, through dropout (before the residual sum)."""
+        return self.dropout(self.self_attn(x, x, x, mask))
+
+    def _feed_forward_block(self, x):
+        """The feed-forward block's output, through dropout (before the residual sum)."""
+        return self.dropout(self.ff(x))

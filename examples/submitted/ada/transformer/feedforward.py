@@ -26,5 +26,8 @@ class FeedForward(nn.Module):
         self.linear2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x):
-        hidden = torch.relu(self.linear1(x))          # (..., d_ff)
-        return self.linear2(self.dropout(hidden))     # (..., d_model)
+        return self.linear2(self._hidden(x))
+
+    def _hidden(self, x):
+        """The d_ff-wide activations: ReLU, then dropout."""
+        return self.dropout(torch.relu(self.linear1(x)))

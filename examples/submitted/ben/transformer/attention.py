@@ -25,9 +25,10 @@ def attention_weights(query, key, mask=None):
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
       the keys it may attend to. PyTorch's softmax may be used.
     """
-    scores = torch.einsum("...qd,...kd->...qk", query, key) / query.shape[-1] ** 0.5
+    d_k = query.size(-1)
+    scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)
     if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))                   # hidden keys: -inf
+        scores[mask.expand_as(scores)] = float("-inf")
     return torch.softmax(scores, dim=-1)
 
 
@@ -42,7 +43,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     - tensor of shape (..., T_q, d_v): row i is the weighted sum of the value rows, with the
       weights of query i.
     """
-    return attention_weights(query, key, mask) @ value   # (..., T_q, d_v)
+    p_attn = attention_weights(query, key, mask)
+    return torch.matmul(p_attn, value)
 
 
 class MultiHeadAttention(nn.Module):
@@ -65,22 +67,25 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
+        super(MultiHeadAttention, self).__init__()
         if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+            raise ValueError("num_heads must divide d_model")
+        self.d_model = d_model
+        self.n_heads = num_heads
+        self.d_k = d_model // num_heads
         self.W_query = nn.Linear(d_model, d_model, bias=bias)
         self.W_key = nn.Linear(d_model, d_model, bias=bias)
         self.W_value = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, query, key, value, mask=None):
-        B, T_q, d_model = query.shape
-        T_k = key.shape[1]
-        q = self.W_query(query).view(B, T_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_q, hd)
-        k = self.W_key(key).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)      # (B, H, T_k, hd)
-        v = self.W_value(value).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_k, hd)
-        weights = self.dropout(attention_weights(q, k, mask))                               # (B, H, T_q, T_k)
-        context = torch.einsum("bhqk,bhkd->bqhd", weights, v).reshape(B, T_q, d_model)
-        return self.out_proj(context)                                                       # (B, T_q, d_model)
+        batch = query.size(0)
+        # (B, T, d_model) -> (B, T, h, d_k) -> (B, h, T, d_k)
+        q = self.W_query(query).reshape(batch, -1, self.n_heads, self.d_k).transpose(1, 2)
+        k = self.W_key(key).reshape(batch, -1, self.n_heads, self.d_k).transpose(1, 2)
+        v = self.W_value(value).reshape(batch, -1, self.n_heads, self.d_k).transpose(1, 2)
+        p_attn = self.dropout(attention_weights(q, k, mask))
+        out = torch.matmul(p_attn, v)
+        out = out.transpose(1, 2).contiguous().view(batch, -1, self.d_model)
+        return self.out_proj(out)

@@ -32,18 +32,25 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        super(DecoderLayer, self).__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
         self.norm3 = LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, x, memory):
-        T = x.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)  # (T, T), True = future
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, causal)))       # (B, T, d_model)
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory)))    # queries from x
-        return self.norm3(x + self.dropout(self.ff(x)))                         # (B, T, d_model)
+        seq_len = x.size(1)
+        causal_mask = torch.triu(torch.ones(seq_len, seq_len, device=x.device), diagonal=1).bool()
+        attn_out = self.self_attn(x, x, x, mask=causal_mask)
+        x = x + self.dropout(attn_out)
+        x = self.norm1(x)
+        cross_out = self.cross_attn(x, memory, memory)
+        x = x + self.dropout(cross_out)
+        x = self.norm2(x)
+        ff_out = self.ff(x)
+        x = x + self.dropout(ff_out)
+        x = self.norm3(x)
+        return x

@@ -27,13 +27,18 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        super(EncoderLayer, self).__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout=dropout)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, x, mask=None):
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))   # (B, T, d_model)
-        return self.norm2(x + self.dropout(self.ff(x)))                   # (B, T, d_model)
+        attn_out = self.self_attn(x, x, x, mask=mask)
+        x = x + self.dropout(attn_out)
+        x = self.norm1(x)
+        ff_out = self.ff(x)
+        x = x + self.dropout(ff_out)
+        x = self.norm2(x)
+        return x

@@ -20,11 +20,13 @@ class FeedForward(nn.Module):
     """
 
     def __init__(self, d_model, d_ff, dropout=0.0):
-        super().__init__()
+        super(FeedForward, self).__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
-        self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, x):
-        hidden = torch.relu(self.linear1(x))          # (..., d_ff)
-        return self.linear2(self.dropout(hidden))     # (..., d_model)
+        out = self.linear1(x)
+        out = torch.clamp(out, min=0.0)  # relu
+        out = self.dropout(out)
+        return self.linear2(out)

@@ -39,10 +39,10 @@ class LayerNorm(nn.Module):
     """
 
     def __init__(self, d_model, eps=1e-5):
-        super().__init__()
-        self.eps = eps
+        super(LayerNorm, self).__init__()
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model))
+        self.variance_epsilon = eps
 
     def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return layer_norm(x, self.weight, self.bias, self.variance_epsilon)

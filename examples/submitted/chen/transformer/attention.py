@@ -25,10 +25,13 @@ def attention_weights(query, key, mask=None):
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
       the keys it may attend to. PyTorch's softmax may be used.
     """
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., T_q, T_k)
+    d_k = query.size(-1)
+    # In [246]: Q K^T, scaled by the square root of the size of the keys
+    scores = query @ key.mT / d_k ** 0.5
+    # True = hidden: those keys get -inf, which the softmax turns into 0
     if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))                   # hidden keys: -inf
-    return torch.softmax(scores, dim=-1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    return nn.functional.softmax(scores, dim=-1)
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -42,7 +45,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     - tensor of shape (..., T_q, d_v): row i is the weighted sum of the value rows, with the
       weights of query i.
     """
-    return attention_weights(query, key, mask) @ value   # (..., T_q, d_v)
+    weights = attention_weights(query, key, mask)
+    return weights @ value
 
 
 class MultiHeadAttention(nn.Module):
@@ -66,9 +70,11 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        if d_model % num_heads != 0:
+            raise ValueError("d_model must be divisible by num_heads")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.head_size = d_model // num_heads
         self.W_query = nn.Linear(d_model, d_model, bias=bias)
         self.W_key = nn.Linear(d_model, d_model, bias=bias)
         self.W_value = nn.Linear(d_model, d_model, bias=bias)
@@ -76,11 +82,19 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, mask=None):
-        B, T_q, d_model = query.shape
-        T_k = key.shape[1]
-        q = self.W_query(query).view(B, T_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_q, hd)
-        k = self.W_key(key).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)      # (B, H, T_k, hd)
-        v = self.W_value(value).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_k, hd)
-        weights = self.dropout(attention_weights(q, k, mask))                               # (B, H, T_q, T_k)
-        context = (weights @ v).transpose(1, 2).reshape(B, T_q, d_model)                    # heads side by side
-        return self.out_proj(context)                                                       # (B, T_q, d_model)
+        Q = self.W_query(query)
+        K = self.W_key(key)
+        V = self.W_value(value)
+        B, T_q, T_k = Q.shape[0], Q.shape[1], K.shape[1]
+        if mask is not None:
+            mask = mask.expand(B, self.num_heads, T_q, T_k)
+        # In [247]: one attention per head; head h works on its own slice of the features
+        heads = []
+        for h in range(self.num_heads):
+            cols = slice(h * self.head_size, (h + 1) * self.head_size)
+            heads.append(attention_weights(Q[..., cols], K[..., cols], None if mask is None else mask[:, h]))
+        weights = self.dropout(torch.stack(heads, dim=1))
+        # each head's context vectors, concatenated along the features, then out_proj
+        context = torch.cat([weights[:, h] @ V[..., h * self.head_size:(h + 1) * self.head_size]
+                             for h in range(self.num_heads)], dim=-1)
+        return self.out_proj(context)

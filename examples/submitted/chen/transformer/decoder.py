@@ -33,6 +33,7 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
+        # In [250]: two attentions (masked self-attention, then attention over the encoder)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.ff = FeedForward(d_model, d_ff, dropout)
@@ -43,7 +44,14 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x, memory):
         T = x.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)  # (T, T), True = future
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, causal)))       # (B, T, d_model)
-        x = self.norm2(x + self.dropout(self.cross_attn(memory, memory, x)))    # queries from x
-        return self.norm3(x + self.dropout(self.ff(x)))                         # (B, T, d_model)
+        # the causal mask: lower triangle = may attend, so True where tril is 0 (the future)
+        mask = torch.tril(torch.ones(T, T)) == 0
+        # In [250]: masked self-attention, then add & norm
+        self_attention_out = self.self_attn(x, x, x, mask)
+        x = self.norm1(x + self.dropout(self_attention_out))
+        # In [250]: attention with the encoder's output, then add & norm
+        cross_attention_out = self.cross_attn(memory, memory, x)
+        x = self.norm2(x + self.dropout(cross_attention_out))
+        # the feed-forward block, then add & norm
+        ff_out = self.ff(x)
+        return self.norm3(x + self.dropout(ff_out))

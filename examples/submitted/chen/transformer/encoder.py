@@ -29,6 +29,7 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
+        # In [248]: multi-head attention, a feed-forward network, and the LayerNorms
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.ff = FeedForward(d_model, d_ff, dropout)
         self.norm1 = LayerNorm(d_model)
@@ -36,5 +37,9 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, mask=None):
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))   # (B, T, d_model)
-        return x + torch.relu(self.ff.linear2(self.ff.linear1(x)))  # as in the document
+        # In [248]: attention, then the residual connection and the LayerNorm
+        attention_out = self.self_attn(x, x, x, mask)
+        x = self.norm1(x + self.dropout(attention_out))
+        # In [248]: the feed-forward, relu(linear_2(linear_1(x))), added to x
+        ff_out = torch.relu(self.ff.linear2(self.ff.linear1(x)))
+        return x + ff_out

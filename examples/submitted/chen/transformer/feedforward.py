@@ -21,10 +21,10 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model, d_ff, dropout=0.0):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.dropout = nn.Dropout(dropout)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        self.linear1 = nn.Linear(in_features=d_model, out_features=d_ff)
+        self.dropout = nn.Dropout(p=dropout)
+        self.linear2 = nn.Linear(in_features=d_ff, out_features=d_model)
 
     def forward(self, x):
-        hidden = torch.relu(self.linear1(x))          # (..., d_ff)
-        return self.linear2(self.dropout(hidden))     # (..., d_model)
+        # linear2(dropout(relu(linear1(x)))), as the docstring says
+        return self.linear2(self.dropout(torch.relu(self.linear1(x))))

@@ -23,9 +23,12 @@ def layer_norm(x, weight, bias, eps=1e-5):
       d_model - 1), as ``torch.nn.LayerNorm`` does. ``x`` itself must not be modified.
       Write it from means and square roots: the library's layer norm is not available here.
     """
-    mean = x.mean(dim=-1, keepdim=True)                           # (..., 1)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)             # (..., 1), biased
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias     # (..., d_model)
+    # mu and sigma^2 over the features of each token (the last dimension)
+    mu = torch.mean(x, dim=-1, keepdim=True)
+    sigma2 = torch.mean(torch.square(x - mu), dim=-1, keepdim=True)
+    # x_hat = (x - mu) / sqrt(sigma^2 + eps), then y = gamma * x_hat + beta
+    x_hat = (x - mu) / torch.sqrt(sigma2 + eps)
+    return weight * x_hat + bias
 
 
 class LayerNorm(nn.Module):
@@ -40,9 +43,10 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
+        self.normalized_shape = (d_model,)
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.weight = nn.Parameter(torch.ones(self.normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(self.normalized_shape))
 
     def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return layer_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)

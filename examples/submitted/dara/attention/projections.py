@@ -19,10 +19,10 @@ def project_qkv(x, W_query, W_key, W_value):
     Returns a tuple ``(queries, keys, values)``, each of shape (..., T, d_out),
     computed as ``x @ W`` with the corresponding matrix.
     """
-    queries = x @ W_query  # (..., T, d_out)
-    keys = x @ W_key       # (..., T, d_out)
-    values = x @ W_value   # (..., T, d_out)
-    return queries, keys, values
+    queries = torch.matmul(x, W_query)  # (..., T, d_out)
+    keys = torch.matmul(x, W_key)
+    values = torch.matmul(x, W_value)
+    return (queries, keys, values)
 
 
 def scaled_attention_weights(queries, keys):
@@ -41,10 +41,11 @@ def scaled_attention_weights(queries, keys):
     softmax may be used here.
     """
     d_k = keys.shape[-1]
-    scores = queries @ keys.transpose(-2, -1)  # (..., T_q, T_k)
-    # Dividing by sqrt(d_k) keeps the score variance from growing with d_k,
-    # which would otherwise push the softmax into near one-hot saturation.
-    return torch.softmax(scores / math.sqrt(d_k), dim=-1)
+    keys_T = keys.transpose(-2, -1)  # (..., d_k, T_k)
+    raw_scores = torch.matmul(queries, keys_T)  # (..., T_q, T_k)
+    scaled = raw_scores / (d_k ** 0.5)
+    weights = torch.softmax(scaled, dim=-1)
+    return weights
 
 
 class SelfAttention_v1(nn.Module):
@@ -61,9 +62,13 @@ class SelfAttention_v1(nn.Module):
     def __init__(self, d_in, d_out):
         """Create the three (d_in, d_out) projection parameters, in order."""
         super().__init__()
-        self.W_query = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_key = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_value = nn.Parameter(torch.randn(d_in, d_out))
+        # random init, in the order query, key, value
+        q_weights = torch.randn(d_in, d_out)
+        k_weights = torch.randn(d_in, d_out)
+        v_weights = torch.randn(d_in, d_out)
+        self.W_query = nn.Parameter(q_weights)
+        self.W_key = nn.Parameter(k_weights)
+        self.W_value = nn.Parameter(v_weights)
 
     def forward(self, x):
         """Compute context vectors.
@@ -75,11 +80,12 @@ class SelfAttention_v1(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = x @ self.W_query  # (..., T, d_out)
-        keys = x @ self.W_key       # (..., T, d_out)
-        values = x @ self.W_value   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        queries = torch.matmul(x, self.W_query)
+        keys = torch.matmul(x, self.W_key)
+        values = torch.matmul(x, self.W_value)
+        attn_weights = scaled_attention_weights(queries, keys)  # (..., T, T)
+        context = torch.matmul(attn_weights, values)  # (..., T, d_out)
+        return context
 
 
 class SelfAttention_v2(nn.Module):
@@ -96,9 +102,13 @@ class SelfAttention_v2(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         """Create the three linear projections, in order."""
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        # same order as v1
+        q_layer = nn.Linear(d_in, d_out, bias=qkv_bias)
+        k_layer = nn.Linear(d_in, d_out, bias=qkv_bias)
+        v_layer = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_query = q_layer
+        self.W_key = k_layer
+        self.W_value = v_layer
 
     def forward(self, x):
         """Compute context vectors.
@@ -110,8 +120,9 @@ class SelfAttention_v2(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = self.W_query(x)  # (..., T, d_out)
-        keys = self.W_key(x)       # (..., T, d_out)
-        values = self.W_value(x)   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        q = self.W_query(x)  # Linear does x @ W^T + b
+        k = self.W_key(x)
+        attn_weights = scaled_attention_weights(q, k)  # (..., T, T)
+        v = self.W_value(x)  # values only needed now
+        context = torch.matmul(attn_weights, v)
+        return context

@@ -23,9 +23,12 @@ def attention_scores_for_query(inputs, query):
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
     """
-    # One scalar per key token; stacking keeps the autograd graph intact.
-    scores = [torch.dot(x_j, query) for x_j in inputs]
-    return torch.stack(scores)  # (T,)
+    results = []
+    for idx, token in enumerate(inputs):
+        s = torch.dot(token, query)  # score of token idx
+        results.append(s)
+    scores = torch.stack(results)  # (T,)
+    return scores
 
 
 def attention_scores_loop(inputs):
@@ -43,11 +46,13 @@ def attention_scores_loop(inputs):
     over keys j, each entry computed with ``torch.dot``. Build the result in a
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
-    rows = []
-    for x_i in inputs:  # queries
-        row = [torch.dot(x_i, x_j) for x_j in inputs]  # keys
-        rows.append(torch.stack(row))  # (T,)
-    return torch.stack(rows)  # (T, T)
+    T = inputs.shape[0]
+    scores = []
+    for i in range(T):
+        q_i = inputs[i]  # query i
+        row_i = [torch.dot(q_i, inputs[j]) for j in range(T)]  # against every key j
+        scores.append(torch.stack(row_i))
+    return torch.stack(scores)  # (T, T)
 
 
 def attention_scores(inputs):
@@ -63,4 +68,7 @@ def attention_scores(inputs):
 
     Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
     """
-    return inputs @ inputs.transpose(-2, -1)  # (..., T, T)
+    keys = inputs  # self-attention: the keys are the inputs
+    keys_T = keys.swapaxes(-1, -2)  # (..., d, T)
+    scores = inputs @ keys_T  # (..., T, T)
+    return scores

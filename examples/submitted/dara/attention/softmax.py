@@ -20,7 +20,8 @@ def normalize_sum(scores, dim=-1):
 
     The input must not be modified in place.
     """
-    return scores / scores.sum(dim=dim, keepdim=True)
+    denominator = scores.sum(dim=dim, keepdim=True)  # sum along dim
+    return scores / denominator
 
 
 def softmax(scores, dim=-1):
@@ -42,11 +43,11 @@ def softmax(scores, dim=-1):
     (or log-softmax) provided by PyTorch; build it from ``exp`` and ``sum``.
     The input must not be modified in place.
     """
-    # Shifting by the max leaves the result unchanged but keeps exp() <= 1.
-    # The shift is a constant mathematically, so it need not be backpropagated.
-    shift = scores.amax(dim=dim, keepdim=True).detach()
-    exps = torch.exp(scores - shift)  # -inf - finite = -inf -> exp gives 0
-    return exps / exps.sum(dim=dim, keepdim=True)
+    max_val, _ = torch.max(scores, dim=dim, keepdim=True)  # biggest score per slice
+    shifted = scores - max_val  # now everything <= 0
+    exp_scores = torch.exp(shifted)  # between 0 and 1
+    weights = exp_scores / exp_scores.sum(dim=dim, keepdim=True)  # normalise
+    return weights
 
 
 def context_vector(inputs, weights):
@@ -63,9 +64,10 @@ def context_vector(inputs, weights):
     Implementation notes: accumulate with a Python loop over the T tokens,
     out of place (``acc = acc + ...``) so gradients flow to both arguments.
     """
-    context = torch.zeros_like(inputs[0])  # (d,)
-    for w_j, x_j in zip(weights, inputs):
-        context = context + w_j * x_j
+    d = inputs.shape[1]
+    context = torch.zeros(d, dtype=inputs.dtype)  # (d,)
+    for j, x_j in enumerate(inputs):
+        context = context + weights[j] * x_j  # add token j scaled by its weight
     return context
 
 
@@ -80,4 +82,5 @@ def context_vectors(inputs, weights):
     Returns:
     - contexts: tensor of shape (..., T, d), equal to ``weights @ inputs``.
     """
-    return weights @ inputs  # (..., T, T) @ (..., T, d) -> (..., T, d)
+    contexts = torch.matmul(weights, inputs)  # (..., T, d)
+    return contexts

@@ -25,10 +25,17 @@ def attention_weights(query, key, mask=None):
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
       the keys it may attend to. PyTorch's softmax may be used.
     """
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., T_q, T_k)
+    d_k = query.shape[-1]
+    key_t = key.transpose(-2, -1)                    # (..., d_k, T_k)
+    raw_scores = query.matmul(key_t)                 # (..., T_q, T_k)
+    scale = math.sqrt(d_k)                           # typical size of a dot product
+    scores = raw_scores / scale                      # (..., T_q, T_k)
     if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))                   # hidden keys: -inf
-    return torch.softmax(scores, dim=-1)
+        # additive mask: 0 where the key may be seen, -inf where it is hidden
+        additive = torch.zeros_like(scores).masked_fill(mask, float("-inf"))   # (..., T_q, T_k)
+        scores = scores + additive                   # (..., T_q, T_k)
+    weights = torch.softmax(scores, dim=-1)          # (..., T_q, T_k), rows sum to 1
+    return weights
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -42,7 +49,9 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     - tensor of shape (..., T_q, d_v): row i is the weighted sum of the value rows, with the
       weights of query i.
     """
-    return attention_weights(query, key, mask) @ value   # (..., T_q, d_v)
+    weights = attention_weights(query, key, mask)    # (..., T_q, T_k)
+    context = weights.matmul(value)                  # (..., T_q, d_v)
+    return context
 
 
 class MultiHeadAttention(nn.Module):
@@ -66,21 +75,40 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        # every head must get the same number of features
+        if d_model % num_heads != 0:
+            raise ValueError(f"cannot split d_model={d_model} into {num_heads} equal heads")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        # projections for all heads at once
         self.W_query = nn.Linear(d_model, d_model, bias=bias)
         self.W_key = nn.Linear(d_model, d_model, bias=bias)
         self.W_value = nn.Linear(d_model, d_model, bias=bias)
+        # mixes the heads back together
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        # dropout on the attention weights
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, mask=None):
-        B, T_q, d_model = query.shape
-        T_k = key.shape[1]
-        q = self.W_query(query).view(B, T_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_q, hd)
-        k = self.W_key(key).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)      # (B, H, T_k, hd)
-        v = self.W_value(value).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_k, hd)
-        weights = self.dropout(attention_weights(q, k, mask))                               # (B, H, T_q, T_k)
-        context = (weights @ v).transpose(1, 2).reshape(B, T_q, d_model)                    # heads side by side
-        return self.out_proj(context)                                                       # (B, T_q, d_model)
+        batch_size, len_q, _ = query.shape
+        len_k = key.shape[1]
+        H, D = self.num_heads, self.head_dim
+        # 1. project
+        projected_q = self.W_query(query)                                          # (B, T_q, d_model)
+        projected_k = self.W_key(key)                                              # (B, T_k, d_model)
+        projected_v = self.W_value(value)                                          # (B, T_k, d_model)
+        # 2. cut the features into heads, head axis second
+        heads_q = projected_q.reshape(batch_size, len_q, H, D).permute(0, 2, 1, 3)  # (B, H, T_q, D)
+        heads_k = projected_k.reshape(batch_size, len_k, H, D).permute(0, 2, 1, 3)  # (B, H, T_k, D)
+        heads_v = projected_v.reshape(batch_size, len_k, H, D).permute(0, 2, 1, 3)  # (B, H, T_k, D)
+        # 3. attention weights of every head, then dropout on them
+        weights = attention_weights(heads_q, heads_k, mask)                        # (B, H, T_q, T_k)
+        weights = self.dropout(weights)                                            # (B, H, T_q, T_k)
+        # 4. weighted sum of the values
+        heads_out = weights.matmul(heads_v)                                        # (B, H, T_q, D)
+        # 5. heads side by side again
+        merged = heads_out.permute(0, 2, 1, 3).reshape(batch_size, len_q, self.d_model)  # (B, T_q, d_model)
+        # 6. output projection
+        output = self.out_proj(merged)                                             # (B, T_q, d_model)
+        return output

@@ -33,17 +33,41 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
-        self.norm3 = LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        # sizes
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.p_drop = dropout
+        # attention sub-layers: over the decoder's own tokens, then over the encoder's output
+        self.self_attn = MultiHeadAttention(self.d_model, self.num_heads, self.p_drop)
+        self.cross_attn = MultiHeadAttention(self.d_model, self.num_heads, self.p_drop)
+        # position-wise feed-forward
+        self.ff = FeedForward(self.d_model, self.d_ff, self.p_drop)
+        # one LayerNorm per block
+        self.norm1 = LayerNorm(self.d_model)
+        self.norm2 = LayerNorm(self.d_model)
+        self.norm3 = LayerNorm(self.d_model)
+        # dropout on each block's output
+        self.dropout = nn.Dropout(self.p_drop)
 
     def forward(self, x, memory):
-        T = x.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)  # (T, T), True = future
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, causal)))       # (B, T, d_model)
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory)))    # queries from x
-        return self.norm3(x + self.dropout(self.ff(x)))                         # (B, T, d_model)
+        num_tokens = x.shape[1]
+        # causal mask: True where the key comes after the query (its future)
+        positions = torch.arange(num_tokens, device=x.device)                 # (T,)
+        causal = positions.unsqueeze(0) > positions.unsqueeze(1)              # (T, T)
+        # block 1: masked self-attention
+        attended = self.self_attn(x, x, x, causal)           # (B, T, d_model)
+        attended = self.dropout(attended)                    # (B, T, d_model)
+        residual1 = x + attended                             # (B, T, d_model)
+        out1 = self.norm1(residual1)                         # (B, T, d_model)
+        # block 2: cross-attention, queries from the decoder, keys/values from the encoder
+        crossed = self.cross_attn(out1, memory, memory)      # (B, T, d_model)
+        crossed = self.dropout(crossed)                      # (B, T, d_model)
+        residual2 = out1 + crossed                           # (B, T, d_model)
+        out2 = self.norm2(residual2)                         # (B, T, d_model)
+        # block 3: feed-forward
+        transformed = self.ff(out2)                          # (B, T, d_model)
+        transformed = self.dropout(transformed)              # (B, T, d_model)
+        residual3 = out2 + transformed                       # (B, T, d_model)
+        out3 = self.norm3(residual3)                         # (B, T, d_model)
+        return out3

@@ -28,12 +28,29 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        # sizes
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.p_drop = dropout
+        # sub-layers
+        self.self_attn = MultiHeadAttention(self.d_model, self.num_heads, self.p_drop)  # attention over the tokens
+        self.ff = FeedForward(self.d_model, self.d_ff, self.p_drop)                     # position-wise feed-forward
+        # one LayerNorm after each residual sum
+        self.norm1 = LayerNorm(self.d_model)
+        self.norm2 = LayerNorm(self.d_model)
+        # dropout on each block's output
+        self.dropout = nn.Dropout(self.p_drop)
 
     def forward(self, x, mask=None):
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))   # (B, T, d_model)
-        return self.norm2(x + self.dropout(self.ff(x)))                   # (B, T, d_model)
+        # block 1: self-attention
+        attended = self.self_attn(x, x, x, mask)     # (B, T, d_model)
+        attended = self.dropout(attended)            # (B, T, d_model)
+        residual1 = x + attended                     # (B, T, d_model)
+        out1 = self.norm1(residual1)                 # (B, T, d_model)
+        # block 2: feed-forward
+        transformed = self.ff(out1)                  # (B, T, d_model)
+        transformed = self.dropout(transformed)      # (B, T, d_model)
+        residual2 = out1 + transformed               # (B, T, d_model)
+        out2 = self.norm2(residual2)                 # (B, T, d_model)
+        return out2

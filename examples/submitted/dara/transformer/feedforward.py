@@ -21,10 +21,18 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model, d_ff, dropout=0.0):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
+        self.d_model = d_model     # features of each token
+        self.d_ff = d_ff           # width of the hidden layer
+        # widen: d_model -> d_ff
+        self.linear1 = nn.Linear(self.d_model, self.d_ff)
+        # drops hidden activations, in training mode only
         self.dropout = nn.Dropout(dropout)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        # narrow back: d_ff -> d_model
+        self.linear2 = nn.Linear(self.d_ff, self.d_model)
 
     def forward(self, x):
-        hidden = torch.relu(self.linear1(x))          # (..., d_ff)
-        return self.linear2(self.dropout(hidden))     # (..., d_model)
+        hidden = self.linear1(x)             # (..., d_ff)
+        activated = torch.maximum(hidden, torch.zeros_like(hidden))   # (..., d_ff), ReLU: max(h, 0)
+        dropped = self.dropout(activated)    # (..., d_ff)
+        output = self.linear2(dropped)       # (..., d_model)
+        return output

@@ -23,9 +23,21 @@ def layer_norm(x, weight, bias, eps=1e-5):
       d_model - 1), as ``torch.nn.LayerNorm`` does. ``x`` itself must not be modified.
       Write it from means and square roots: the library's layer norm is not available here.
     """
-    mean = x.mean(dim=-1, keepdim=True)                           # (..., 1)
-    var = torch.var(x, dim=-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias     # (..., d_model)
+    d_model = x.shape[-1]
+    # mean of each token's features
+    mean = x.mean(dim=-1, keepdim=True)                               # (..., 1)
+    # deviations from the mean, and their squares
+    deviations = x - mean                                             # (..., d_model)
+    squared = deviations * deviations                                 # (..., d_model)
+    # variance: sum of the squared deviations, divided by n - 1
+    variance = squared.sum(dim=-1, keepdim=True) / (d_model - 1)      # (..., 1)
+    # standard deviation, with eps inside the root
+    std = torch.sqrt(variance + eps)                                  # (..., 1)
+    normalised = deviations / std                                     # (..., d_model)
+    # scale, then shift
+    scaled = normalised * weight                                      # (..., d_model)
+    shifted = scaled + bias                                           # (..., d_model)
+    return shifted
 
 
 class LayerNorm(nn.Module):
@@ -40,9 +52,13 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
+        self.d_model = d_model
         self.eps = eps
+        # learnable scale (gamma), starts at 1
         self.weight = nn.Parameter(torch.ones(d_model))
+        # learnable shift (beta), starts at 0
         self.bias = nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        out = layer_norm(x, self.weight, self.bias, self.eps)   # (..., d_model)
+        return out

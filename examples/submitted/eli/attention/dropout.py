@@ -31,15 +31,21 @@ def dropout(x, p, keep_mask=None, generator=None, training=True):
 
     Gradients must flow back to ``x``, and ``x`` must not be modified in place.
     """
-    if not 0.0 <= p <= 1.0:  # also rejects NaN
-        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
-    if not training or p == 0:
+    # Step 1: check that p is a probability (this comparison is also False for NaN).
+    if not (p >= 0.0 and p <= 1.0):
+        raise ValueError("the dropout probability p must be between 0 and 1, got " + str(p))
+    # Step 2: in evaluation mode, or with nothing to drop, return the input as it is.
+    if training is False or p == 0.0:
         return x
-    if p == 1:
-        return torch.zeros_like(x)  # everything dropped; avoids 1 / 0
+    # Step 3: dropping everything gives zeros (and avoids dividing by 1 - 1 = 0).
+    if p == 1.0:
+        return torch.zeros_like(x)
+    keep_probability = 1.0 - p
+    # Step 4: draw the random mask when none is given: uniform numbers in [0, 1),
+    # an entry is kept when its number is at least p (probability 1 - p).
     if keep_mask is None:
-        dtype = x.dtype if x.is_floating_point() else None
-        noise = torch.rand(x.shape, generator=generator, dtype=dtype, device=x.device)
-        keep_mask = noise >= p  # True with probability 1 - p
-    # Scale survivors now so no rescaling is needed at inference time.
-    return torch.where(keep_mask.bool(), x / (1 - p), torch.zeros_like(x))
+        uniform_random_numbers = torch.empty_like(x).uniform_(0.0, 1.0, generator=generator)
+        keep_mask = uniform_random_numbers >= p
+    # Step 5: zero the dropped entries and scale up the kept ones by 1 / (1 - p).
+    dropped_entries = torch.logical_not(keep_mask)
+    return x.masked_fill(dropped_entries, 0.0) / keep_probability

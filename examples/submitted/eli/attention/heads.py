@@ -23,12 +23,15 @@ def split_heads(x, num_heads):
     Raises:
     - ValueError if ``d_out`` is not divisible by ``num_heads``.
     """
-    B, T, d_out = x.shape
-    if d_out % num_heads != 0:
-        raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-    head_dim = d_out // num_heads
-    # Put heads before tokens so each head is an independent (T, head_dim) matrix.
-    return x.view(B, T, num_heads, head_dim).transpose(1, 2)  # (B, H, T, head_dim)
+    batch_size, number_of_tokens, output_dimension = x.shape
+    # Every head gets the same number of features, so num_heads must divide d_out.
+    if output_dimension % num_heads != 0:
+        raise ValueError("d_out = " + str(output_dimension) + " cannot be split into " + str(num_heads) + " heads")
+    head_dimension = output_dimension // num_heads
+    # Step 1: cut the features of every token into num_heads groups: (B, T, H, head_dim).
+    x_with_head_axis = x.view(batch_size, number_of_tokens, num_heads, head_dimension)
+    # Step 2: move the head axis in front of the token axis: (B, H, T, head_dim).
+    return x_with_head_axis.transpose(1, 2)
 
 
 def merge_heads(x):
@@ -41,9 +44,13 @@ def merge_heads(x):
     - tensor of shape (B, T, H * h) with the heads concatenated along the last
       dim, head 0 first.
     """
-    B, H, T, h = x.shape
-    # transpose makes the memory non-contiguous; view needs it contiguous again.
-    return x.transpose(1, 2).contiguous().view(B, T, H * h)  # (B, T, H*h)
+    batch_size, number_of_heads, number_of_tokens, head_dimension = x.shape
+    # Step 1: move the token axis back in front of the head axis: (B, T, H, head_dim).
+    x_tokens_first = x.transpose(1, 2)
+    # Step 2: view needs contiguous memory after a transpose.
+    x_tokens_first = x_tokens_first.contiguous()
+    # Step 3: glue the heads back together along the features.
+    return x_tokens_first.view(batch_size, number_of_tokens, number_of_heads * head_dimension)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -62,9 +69,11 @@ class MultiHeadAttentionWrapper(nn.Module):
         super().__init__()
         # Imported here so a broken masking.py fails only the wrapper's checks, not all of heads.py.
         from masking import CausalAttention
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
-        )
+        # Build the heads one after the other, so their random weights come in the right order.
+        list_of_heads = []
+        for head_number in range(num_heads):
+            list_of_heads.append(CausalAttention(d_in, d_out, context_length, dropout, qkv_bias))
+        self.heads = nn.ModuleList(list_of_heads)
 
     def forward(self, x):
         """Run every head and concatenate the results.
@@ -75,7 +84,9 @@ class MultiHeadAttentionWrapper(nn.Module):
         Returns:
         - tensor of shape (B, T, num_heads * d_out), head 0's output first.
         """
-        return torch.cat([head(x) for head in self.heads], dim=-1)  # (B, T, H*d_out)
+        # Run every head on the same input and put the results side by side.
+        outputs_of_all_heads = [attention_head(x) for attention_head in self.heads]
+        return torch.cat(outputs_of_all_heads, dim=-1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -100,19 +111,21 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         """Validate the sizes, then create the submodules and buffer in order."""
         super().__init__()
+        # Check the sizes first, before anything is created.
         if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+            raise ValueError("d_out = " + str(d_out) + " is not divisible by num_heads = " + str(num_heads))
         self.d_out = d_out
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes information across heads
+        # The projections, in the order query, key, value, then the output projection.
+        self.W_query = nn.Linear(in_features=d_in, out_features=d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(in_features=d_in, out_features=d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(in_features=d_in, out_features=d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(in_features=d_out, out_features=d_out)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer(
-            "mask", torch.triu(torch.ones(context_length, context_length), diagonal=1)
-        )
+        # The mask: 1.0 strictly above the diagonal.
+        future_positions_as_floats = torch.triu(torch.ones(context_length, context_length), diagonal=1)
+        self.register_buffer("mask", future_positions_as_floats)
 
     def forward(self, x):
         """Compute multi-head causal context vectors.
@@ -126,16 +139,21 @@ class MultiHeadAttention(nn.Module):
           ``1 / sqrt(head_dim)``, dropout on the weights), merged back and
           passed through ``out_proj``.
         """
-        B, T, _ = x.shape
-        queries = split_heads(self.W_query(x), self.num_heads)  # (B, H, T, hd)
-        keys = split_heads(self.W_key(x), self.num_heads)       # (B, H, T, hd)
-        values = split_heads(self.W_value(x), self.num_heads)   # (B, H, T, hd)
-
-        scores = queries @ keys.transpose(-2, -1)  # (B, H, T, T)
-        # (T, T) mask broadcasts over batch and heads.
-        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
-        weights = torch.softmax(scores / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
-        weights = self.dropout(weights)
-
-        context = merge_heads(weights @ values)  # (B, T, d_out)
-        return self.out_proj(context)
+        batch_size, number_of_tokens, input_dimension = x.shape
+        # Step 1: project the inputs and split each projection into heads: (B, H, T, head_dim).
+        queries_per_head = split_heads(self.W_query(x), self.num_heads)
+        keys_per_head = split_heads(self.W_key(x), self.num_heads)
+        values_per_head = split_heads(self.W_value(x), self.num_heads)
+        # Step 2: unscaled scores for every head: (B, H, T, T).
+        attention_scores = torch.matmul(queries_per_head, torch.transpose(keys_per_head, 2, 3))
+        # Step 3: -inf on the future positions (the (T, T) mask broadcasts over batch and heads).
+        future_positions = self.mask[:number_of_tokens, :number_of_tokens] == 1
+        attention_scores = torch.where(future_positions, torch.full_like(attention_scores, float("-inf")), attention_scores)
+        # Step 4: scale by 1 / sqrt(head_dim), softmax over the keys, dropout.
+        attention_weights = torch.softmax(attention_scores / math.sqrt(self.head_dim), dim=-1)
+        attention_weights = self.dropout(attention_weights)
+        # Step 5: weighted sum of the values for every head, then the heads merged back together.
+        context_per_head = torch.matmul(attention_weights, values_per_head)
+        merged_context = merge_heads(context_per_head)
+        # Step 6: the output projection mixes the heads.
+        return self.out_proj(merged_context)

@@ -19,10 +19,11 @@ def project_qkv(x, W_query, W_key, W_value):
     Returns a tuple ``(queries, keys, values)``, each of shape (..., T, d_out),
     computed as ``x @ W`` with the corresponding matrix.
     """
-    queries = x @ W_query  # (..., T, d_out)
-    keys = x @ W_key       # (..., T, d_out)
-    values = x @ W_value   # (..., T, d_out)
-    return queries, keys, values
+    # Multiply the inputs by each of the three projection matrices.
+    projected_queries = x.matmul(W_query)
+    projected_keys = x.matmul(W_key)
+    projected_values = x.matmul(W_value)
+    return projected_queries, projected_keys, projected_values
 
 
 def scaled_attention_weights(queries, keys):
@@ -40,11 +41,15 @@ def scaled_attention_weights(queries, keys):
     Use ``keys.transpose(-2, -1)`` so batched inputs work. PyTorch's built-in
     softmax may be used here.
     """
-    d_k = keys.shape[-1]
-    scores = queries @ keys.transpose(-2, -1)  # (..., T_q, T_k)
-    # Dividing by sqrt(d_k) keeps the score variance from growing with d_k,
-    # which would otherwise push the softmax into near one-hot saturation.
-    return torch.softmax(scores / math.sqrt(d_k), dim=-1)
+    # Step 1: the key dimension, used for the scaling.
+    key_dimension = keys.shape[-1]
+    # Step 2: unscaled scores, one row per query and one column per key.
+    unscaled_scores = torch.matmul(queries, torch.transpose(keys, -2, -1))
+    # Step 3: scale by 1 / sqrt(d_k) so the softmax does not saturate.
+    scaled_scores = unscaled_scores / math.sqrt(key_dimension)
+    # Step 4: normalise every row with the softmax.
+    attention_weights = torch.softmax(scaled_scores, dim=-1)
+    return attention_weights
 
 
 class SelfAttention_v1(nn.Module):
@@ -61,9 +66,10 @@ class SelfAttention_v1(nn.Module):
     def __init__(self, d_in, d_out):
         """Create the three (d_in, d_out) projection parameters, in order."""
         super().__init__()
-        self.W_query = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_key = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_value = nn.Parameter(torch.randn(d_in, d_out))
+        # The three projection matrices, created in the order query, key, value.
+        self.W_query = nn.Parameter(torch.randn(d_in, d_out), requires_grad=True)
+        self.W_key = nn.Parameter(torch.randn(d_in, d_out), requires_grad=True)
+        self.W_value = nn.Parameter(torch.randn(d_in, d_out), requires_grad=True)
 
     def forward(self, x):
         """Compute context vectors.
@@ -75,11 +81,14 @@ class SelfAttention_v1(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = x @ self.W_query  # (..., T, d_out)
-        keys = x @ self.W_key       # (..., T, d_out)
-        values = x @ self.W_value   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        # Step 1: project the inputs.
+        projected_queries = x.matmul(self.W_query)
+        projected_keys = x.matmul(self.W_key)
+        projected_values = x.matmul(self.W_value)
+        # Step 2: attention weights from the queries and keys.
+        attention_weights = scaled_attention_weights(projected_queries, projected_keys)
+        # Step 3: mix the values with the weights.
+        return attention_weights.matmul(projected_values)
 
 
 class SelfAttention_v2(nn.Module):
@@ -96,9 +105,10 @@ class SelfAttention_v2(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         """Create the three linear projections, in order."""
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        # The three linear layers, created in the order query, key, value.
+        self.W_query = nn.Linear(in_features=d_in, out_features=d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(in_features=d_in, out_features=d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(in_features=d_in, out_features=d_out, bias=qkv_bias)
 
     def forward(self, x):
         """Compute context vectors.
@@ -110,8 +120,10 @@ class SelfAttention_v2(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = self.W_query(x)  # (..., T, d_out)
-        keys = self.W_key(x)       # (..., T, d_out)
-        values = self.W_value(x)   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        # Step 1: project the inputs with the linear layers.
+        projected_queries = self.W_query(x)
+        projected_keys = self.W_key(x)
+        projected_values = self.W_value(x)
+        # Step 2: attention weights, then the weighted sum of the values.
+        attention_weights = scaled_attention_weights(projected_queries, projected_keys)
+        return attention_weights.matmul(projected_values)

@@ -23,9 +23,14 @@ def attention_scores_for_query(inputs, query):
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
     """
-    # One scalar per key token; stacking keeps the autograd graph intact.
-    scores = [torch.dot(x_j, query) for x_j in inputs]
-    return torch.stack(scores)  # (T,)
+    # Step 1: go through the tokens one at a time and compare each with the query.
+    list_of_scores = []
+    for token_embedding in inputs:
+        # Step 2: the score of this token is its dot product with the query.
+        score_for_this_token = torch.dot(token_embedding, query)
+        list_of_scores.append(score_for_this_token)
+    # Step 3: turn the list of 0-d tensors into one tensor of shape (T,).
+    return torch.stack(list_of_scores)
 
 
 def attention_scores_loop(inputs):
@@ -43,11 +48,20 @@ def attention_scores_loop(inputs):
     over keys j, each entry computed with ``torch.dot``. Build the result in a
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
-    rows = []
-    for x_i in inputs:  # queries
-        row = [torch.dot(x_i, x_j) for x_j in inputs]  # keys
-        rows.append(torch.stack(row))  # (T,)
-    return torch.stack(rows)  # (T, T)
+    all_score_rows = []
+    # Outer loop: the query token.
+    for query_embedding in inputs:
+        scores_for_this_query = []
+        # Inner loop: every key token this query is compared with.
+        for key_embedding in inputs:
+            score_of_this_pair = torch.dot(query_embedding, key_embedding)
+            scores_for_this_query.append(score_of_this_pair)
+        # One row of the score matrix, shape (T,).
+        row_of_scores = torch.stack(scores_for_this_query)
+        all_score_rows.append(row_of_scores)
+    # Stack the T rows into the (T, T) score matrix.
+    score_matrix = torch.stack(all_score_rows)
+    return score_matrix
 
 
 def attention_scores(inputs):
@@ -63,4 +77,7 @@ def attention_scores(inputs):
 
     Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
     """
-    return inputs @ inputs.transpose(-2, -1)  # (..., T, T)
+    # Swap only the last two dimensions, so that batch dimensions stay where they are.
+    inputs_transposed = torch.transpose(inputs, -2, -1)
+    all_pairwise_scores = torch.matmul(inputs, inputs_transposed)
+    return all_pairwise_scores

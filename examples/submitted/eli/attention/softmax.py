@@ -20,7 +20,11 @@ def normalize_sum(scores, dim=-1):
 
     The input must not be modified in place.
     """
-    return scores / scores.sum(dim=dim, keepdim=True)
+    # Step 1: add the scores up along the requested dimension (keep it for broadcasting).
+    sum_of_scores = torch.sum(scores, dim=dim, keepdim=True)
+    # Step 2: divide every score by that sum.
+    normalized_scores = scores / sum_of_scores
+    return normalized_scores
 
 
 def softmax(scores, dim=-1):
@@ -42,8 +46,13 @@ def softmax(scores, dim=-1):
     (or log-softmax) provided by PyTorch; build it from ``exp`` and ``sum``.
     The input must not be modified in place.
     """
-    exps = torch.exp(scores)  # exp(-inf) = 0, so masked entries get no weight
-    return exps / exps.sum(dim=dim, keepdim=True)
+    # Step 1: exponentiate every score (exp(-inf) is 0, so masked scores get no weight).
+    exponentiated_scores = torch.exp(scores)
+    # Step 2: add up the exponentials along the requested dimension.
+    sum_of_exponentials = torch.sum(exponentiated_scores, dim=dim, keepdim=True)
+    # Step 3: divide, so that the weights along dim sum to 1.
+    attention_weights = exponentiated_scores / sum_of_exponentials
+    return attention_weights
 
 
 def context_vector(inputs, weights):
@@ -60,10 +69,13 @@ def context_vector(inputs, weights):
     Implementation notes: accumulate with a Python loop over the T tokens,
     out of place (``acc = acc + ...``) so gradients flow to both arguments.
     """
-    context = torch.zeros_like(inputs[0])  # (d,)
-    for w_j, x_j in zip(weights, inputs):
-        context = context + w_j * x_j
-    return context
+    # Start from a vector of zeros with the size of one embedding.
+    context_vector_so_far = torch.zeros_like(inputs[0])
+    for token_index in range(inputs.shape[0]):
+        # Add this token's embedding, weighted by its attention weight.
+        weighted_embedding = weights[token_index] * inputs[token_index]
+        context_vector_so_far = context_vector_so_far + weighted_embedding
+    return context_vector_so_far
 
 
 def context_vectors(inputs, weights):
@@ -77,4 +89,6 @@ def context_vectors(inputs, weights):
     Returns:
     - contexts: tensor of shape (..., T, d), equal to ``weights @ inputs``.
     """
-    return weights @ inputs  # (..., T, T) @ (..., T, d) -> (..., T, d)
+    # Row i of the weights mixes all token embeddings into context vector i.
+    all_context_vectors = weights.matmul(inputs)
+    return all_context_vectors

@@ -25,10 +25,10 @@ def attention_weights(query, key, mask=None):
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
       the keys it may attend to. PyTorch's softmax may be used.
     """
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., T_q, T_k)
+    scores = query @ key.transpose(-1, -2) / query.shape[-1] ** 0.5
     if mask is not None:
-        scores = scores.masked_fill(mask == False, float("-inf"))  # noqa: E712
-    return torch.softmax(scores, dim=-1)
+        scores = scores.masked_fill(~mask, -math.inf)  # keep only what the mask lets through
+    return scores.softmax(-1)
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -42,7 +42,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     - tensor of shape (..., T_q, d_v): row i is the weighted sum of the value rows, with the
       weights of query i.
     """
-    return attention_weights(query, key, mask) @ value   # (..., T_q, d_v)
+    w = attention_weights(query, key, mask)
+    return w @ value
 
 
 class MultiHeadAttention(nn.Module):
@@ -67,20 +68,16 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
         if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.num_heads, self.head_dim = num_heads, d_model // num_heads
-        self.W_query = nn.Linear(d_model, d_model, bias=bias)
-        self.W_key = nn.Linear(d_model, d_model, bias=bias)
-        self.W_value = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+            raise ValueError(f"{num_heads} heads do not divide d_model={d_model}")
+        self.h, self.d_head = num_heads, d_model // num_heads
+        self.W_query, self.W_key, self.W_value, self.out_proj = (
+            nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, mask=None):
-        B, T_q, d_model = query.shape
-        T_k = key.shape[1]
-        q = self.W_query(query).view(B, T_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_q, hd)
-        k = self.W_key(key).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)      # (B, H, T_k, hd)
-        v = self.W_value(value).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_k, hd)
-        weights = self.dropout(attention_weights(q, k, mask))                               # (B, H, T_q, T_k)
-        context = (weights @ v).transpose(1, 2).reshape(B, T_q, d_model)                    # heads side by side
-        return self.out_proj(context)                                                       # (B, T_q, d_model)
+        q = torch.stack(self.W_query(query).split(self.d_head, dim=-1), dim=1)  # (B, h, T_q, d_head)
+        k = torch.stack(self.W_key(key).split(self.d_head, dim=-1), dim=1)
+        v = torch.stack(self.W_value(value).split(self.d_head, dim=-1), dim=1)
+        w = self.dropout(attention_weights(q, k, mask))
+        out = torch.cat((w @ v).unbind(1), dim=-1)  # heads back side by side: (B, T_q, d_model)
+        return self.out_proj(out)

@@ -33,17 +33,17 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.self_attn, self.cross_attn = (MultiHeadAttention(d_model, num_heads, dropout) for _ in range(2))
         self.ff = FeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
-        self.norm3 = LayerNorm(d_model)
+        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model) for _ in range(3))
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, memory):
-        T = x.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)  # (T, T), True = future
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, causal)))       # (B, T, d_model)
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory)))    # queries from x
-        return self.norm3(x + self.dropout(self.ff(x)))                         # (B, T, d_model)
+        T = x.size(1)
+        future = ~torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        h = self.self_attn(x, x, x, future)
+        x = self.norm1(self.dropout(h) + x)
+        h = self.cross_attn(x, memory, memory)
+        x = self.norm2(self.dropout(h) + x)
+        h = self.ff(x)
+        return self.norm3(self.dropout(h) + x)

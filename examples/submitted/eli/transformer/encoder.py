@@ -28,12 +28,12 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
+        self.self_attn, self.ff = MultiHeadAttention(d_model, num_heads, dropout), FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, mask=None):
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))   # (B, T, d_model)
-        return self.norm2(x + self.dropout(self.ff(x)))                   # (B, T, d_model)
+        h = self.self_attn(x, x, x, mask)
+        x = self.norm1(self.dropout(h) + x)
+        h = self.ff(x)
+        return self.norm2(self.dropout(h) + x)

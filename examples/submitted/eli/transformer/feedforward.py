@@ -21,10 +21,9 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model, d_ff, dropout=0.0):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.dropout = nn.Dropout(dropout)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        self.linear1, self.dropout, self.linear2 = (nn.Linear(d_model, d_ff), nn.Dropout(dropout),
+                                                    nn.Linear(d_ff, d_model))
 
     def forward(self, x):
-        hidden = torch.relu(self.linear1(x))          # (..., d_ff)
-        return self.linear2(self.dropout(hidden))     # (..., d_model)
+        h = self.linear1(x).relu()
+        return self.linear2(self.dropout(h))

@@ -23,9 +23,9 @@ def layer_norm(x, weight, bias, eps=1e-5):
       d_model - 1), as ``torch.nn.LayerNorm`` does. ``x`` itself must not be modified.
       Write it from means and square roots: the library's layer norm is not available here.
     """
-    mean = x.mean(dim=-1, keepdim=True)                           # (..., 1)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)             # (..., 1), biased
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias     # (..., d_model)
+    mu = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True, correction=0)
+    return (x - mu) * (var + eps) ** -0.5 * weight + bias
 
 
 class LayerNorm(nn.Module):
@@ -41,8 +41,7 @@ class LayerNorm(nn.Module):
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x):
         return layer_norm(x, self.weight, self.bias, self.eps)

@@ -31,15 +31,8 @@ def dropout(x, p, keep_mask=None, generator=None, training=True):
 
     Gradients must flow back to ``x``, and ``x`` must not be modified in place.
     """
-    if not 0.0 <= p <= 1.0:  # also rejects NaN
-        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
-    if not training or p == 0:
-        return x
-    if p == 1:
-        return torch.zeros_like(x)  # everything dropped; avoids 1 / 0
-    if keep_mask is None:
-        dtype = x.dtype if x.is_floating_point() else None
-        noise = torch.rand(x.shape, generator=generator, dtype=dtype, device=x.device)
-        keep_mask = noise >= p  # True with probability 1 - p
-    # Scale survivors now so no rescaling is needed at inference time.
-    return torch.where(keep_mask.bool(), x / (1 - p), torch.zeros_like(x))
+    if not 0 <= p <= 1: raise ValueError(f"bad p: {p}")
+    if not training or not p: return x
+    if p == 1: return torch.zeros_like(x)
+    keep = torch.rand(x.shape, generator=generator) >= p if keep_mask is None else keep_mask
+    return torch.where(keep, x, 0.) / (1 - p)

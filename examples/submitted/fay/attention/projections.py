@@ -19,10 +19,7 @@ def project_qkv(x, W_query, W_key, W_value):
     Returns a tuple ``(queries, keys, values)``, each of shape (..., T, d_out),
     computed as ``x @ W`` with the corresponding matrix.
     """
-    queries = x @ W_query  # (..., T, d_out)
-    keys = x @ W_key       # (..., T, d_out)
-    values = x @ W_value   # (..., T, d_out)
-    return queries, keys, values
+    return x @ W_query, x @ W_key, x @ W_value
 
 
 def scaled_attention_weights(queries, keys):
@@ -40,11 +37,7 @@ def scaled_attention_weights(queries, keys):
     Use ``keys.transpose(-2, -1)`` so batched inputs work. PyTorch's built-in
     softmax may be used here.
     """
-    d_k = keys.shape[-1]
-    scores = queries @ keys.transpose(-2, -1)  # (..., T_q, T_k)
-    # Dividing by sqrt(d_k) keeps the score variance from growing with d_k,
-    # which would otherwise push the softmax into near one-hot saturation.
-    return torch.softmax(scores / math.sqrt(d_k), dim=-1)
+    return (queries @ keys.mT / keys.shape[-1] ** .5).softmax(-1)
 
 
 class SelfAttention_v1(nn.Module):
@@ -61,9 +54,8 @@ class SelfAttention_v1(nn.Module):
     def __init__(self, d_in, d_out):
         """Create the three (d_in, d_out) projection parameters, in order."""
         super().__init__()
-        self.W_query = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_key = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_value = nn.Parameter(torch.randn(d_in, d_out))
+        P = lambda: nn.Parameter(torch.randn(d_in, d_out))
+        self.W_query, self.W_key, self.W_value = P(), P(), P()
 
     def forward(self, x):
         """Compute context vectors.
@@ -75,11 +67,7 @@ class SelfAttention_v1(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = x @ self.W_query  # (..., T, d_out)
-        keys = x @ self.W_key       # (..., T, d_out)
-        values = x @ self.W_value   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        return scaled_attention_weights(x @ self.W_query, x @ self.W_key) @ (x @ self.W_value)
 
 
 class SelfAttention_v2(nn.Module):
@@ -96,9 +84,8 @@ class SelfAttention_v2(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         """Create the three linear projections, in order."""
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        L = lambda: nn.Linear(d_in, d_out, qkv_bias)
+        self.W_query, self.W_key, self.W_value = L(), L(), L()
 
     def forward(self, x):
         """Compute context vectors.
@@ -110,8 +97,4 @@ class SelfAttention_v2(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = self.W_query(x)  # (..., T, d_out)
-        keys = self.W_key(x)       # (..., T, d_out)
-        values = self.W_value(x)   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        return scaled_attention_weights(self.W_query(x), self.W_key(x)) @ self.W_value(x)

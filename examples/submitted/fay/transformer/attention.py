@@ -25,9 +25,10 @@ def attention_weights(query, key, mask=None):
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
       the keys it may attend to. PyTorch's softmax may be used.
     """
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., T_q, T_k)
+    scale = math.sqrt(query.size(-1))
+    scores = (query / scale) @ key.transpose(-2, -1)
     if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))                   # hidden keys: -inf
+        scores = scores.masked_fill(mask, -float("inf"))
     return torch.softmax(scores, dim=-1)
 
 
@@ -42,7 +43,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     - tensor of shape (..., T_q, d_v): row i is the weighted sum of the value rows, with the
       weights of query i.
     """
-    return attention_weights(query, key, mask) @ value   # (..., T_q, d_v)
+    return attention_weights(query, key, mask).matmul(value)
 
 
 class MultiHeadAttention(nn.Module):
@@ -67,20 +68,15 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
         if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.num_heads, self.head_dim = num_heads, d_model // num_heads
-        self.W_query = nn.Linear(d_model, d_model, bias=bias)
-        self.W_key = nn.Linear(d_model, d_model, bias=bias)
-        self.W_value = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        for name in ("W_query", "W_key", "W_value", "out_proj"):
+            setattr(self, name, nn.Linear(d_model, d_model, bias=bias))
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, mask=None):
-        B, T_q, d_model = query.shape
-        T_k = key.shape[1]
-        q = self.W_query(query).view(B, T_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_q, hd)
-        k = self.W_key(key).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)      # (B, H, T_k, hd)
-        v = self.W_value(value).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_k, hd)
-        weights = self.dropout(attention_weights(q, k, mask))                               # (B, H, T_q, T_k)
-        context = (weights @ v).transpose(1, 2).reshape(B, T_q, d_model)                    # heads side by side
-        return self.out_proj(context)                                                       # (B, T_q, d_model)
+        q, k, v = (proj(x).unflatten(-1, (self.num_heads, self.head_dim)).movedim(2, 1)
+                   for proj, x in ((self.W_query, query), (self.W_key, key), (self.W_value, value)))
+        context = self.dropout(attention_weights(q, k, mask)) @ v
+        return self.out_proj(context.movedim(1, 2).flatten(2))

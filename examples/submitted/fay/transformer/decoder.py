@@ -36,14 +36,16 @@ class DecoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.ff = FeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
-        self.norm3 = LayerNorm(d_model)
+        for name in ("norm1", "norm2", "norm3"):
+            setattr(self, name, LayerNorm(d_model))
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, memory):
-        T = x.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)  # (T, T), True = future
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, causal)))       # (B, T, d_model)
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory)))    # queries from x
-        return self.norm3(x + self.dropout(self.ff(x)))                         # (B, T, d_model)
+        size = x.shape[1]
+        causal = torch.full((size, size), True, device=x.device).triu(1)
+        blocks = ((self.norm1, lambda h: self.self_attn(h, h, h, causal)),
+                  (self.norm2, lambda h: self.cross_attn(h, memory, memory)),
+                  (self.norm3, self.ff))
+        for norm, block in blocks:
+            x = norm(x + self.dropout(block(x)))
+        return x

@@ -30,11 +30,13 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.ff = FeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
+        for name in ("norm1", "norm2"):
+            setattr(self, name, LayerNorm(d_model))
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, mask=None):
-        h = self.norm1(x)
-        x = x + self.dropout(self.self_attn(h, h, h, mask))
-        return x + self.dropout(self.ff(self.norm2(x)))
+        blocks = ((self.norm1, lambda h: self.self_attn(h, h, h, mask)),
+                  (self.norm2, self.ff))
+        for norm, block in blocks:
+            x = x + self.dropout(block(norm(x)))
+        return x

@@ -22,9 +22,13 @@ class FeedForward(nn.Module):
     def __init__(self, d_model, d_ff, dropout=0.0):
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
-        self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
+        self.activation = nn.ReLU()
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):
-        hidden = torch.relu(self.linear1(x))          # (..., d_ff)
-        return self.linear2(self.dropout(hidden))     # (..., d_model)
+        return self.pipeline()(x)
+
+    def pipeline(self):
+        # the submodules themselves, chained (no copies: the weights stay linear1's and linear2's)
+        return nn.Sequential(self.linear1, self.activation, self.dropout, self.linear2)

@@ -23,9 +23,8 @@ def layer_norm(x, weight, bias, eps=1e-5):
       d_model - 1), as ``torch.nn.LayerNorm`` does. ``x`` itself must not be modified.
       Write it from means and square roots: the library's layer norm is not available here.
     """
-    mean = x.mean(dim=-1, keepdim=True)                           # (..., 1)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)             # (..., 1), biased
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias     # (..., d_model)
+    var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+    return x.sub(mean).div(var.add(eps).sqrt()).mul(weight).add(bias)
 
 
 class LayerNorm(nn.Module):
@@ -40,9 +39,14 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
+        self.weight = nn.Parameter(torch.empty(d_model))
+        self.bias = nn.Parameter(torch.empty(d_model))
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.reset_parameters()
 
     def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return layer_norm(x, self.weight, self.bias, eps=self.eps)
+
+    def reset_parameters(self):
+        nn.init.ones_(self.weight)
+        nn.init.zeros_(self.bias)

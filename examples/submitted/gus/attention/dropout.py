@@ -31,15 +31,13 @@ def dropout(x, p, keep_mask=None, generator=None, training=True):
 
     Gradients must flow back to ``x``, and ``x`` must not be modified in place.
     """
-    if not 0.0 <= p <= 1.0:  # also rejects NaN
-        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
+    if p < 0 or p > 1 or p != p:
+        raise ValueError("p has to be between 0 and 1")
     if not training or p == 0:
         return x
     if p == 1:
-        return torch.zeros_like(x)  # everything dropped; avoids 1 / 0
+        return torch.zeros_like(x)
     if keep_mask is None:
-        dtype = x.dtype if x.is_floating_point() else None
-        noise = torch.rand(x.shape, generator=generator, dtype=dtype, device=x.device)
-        keep_mask = noise >= p  # True with probability 1 - p
-    # Zero the dropped entries, keep the others as they are.
-    return torch.where(keep_mask.bool(), x, torch.zeros_like(x))
+        keep_mask = torch.empty_like(x).bernoulli_(1 - p, generator=generator).bool()
+    # dropped entries become 0, the others stay as they are
+    return x * keep_mask

@@ -9,6 +9,12 @@ import torch
 import torch.nn as nn
 
 
+def _softmax_with_mask(s, blocked, factor):
+    """Scale, put -inf where blocked, then softmax over the last dim."""
+    s = torch.where(blocked, torch.full_like(s, -math.inf), s * factor)
+    return torch.softmax(s, dim=-1)
+
+
 def split_heads(x, num_heads):
     """Split the feature dimension into attention heads.
 
@@ -23,12 +29,11 @@ def split_heads(x, num_heads):
     Raises:
     - ValueError if ``d_out`` is not divisible by ``num_heads``.
     """
-    B, T, d_out = x.shape
-    if d_out % num_heads != 0:
-        raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-    head_dim = d_out // num_heads
-    # Put heads before tokens so each head is an independent (T, head_dim) matrix.
-    return x.view(B, T, num_heads, head_dim).transpose(1, 2)  # (B, H, T, head_dim)
+    n_batch, n_tok, n_feat = x.shape
+    if n_feat % num_heads != 0:
+        raise ValueError(f"d_out = {n_feat} is not divisible by num_heads = {num_heads}")
+    size = n_feat // num_heads
+    return torch.stack([x[:, :, i * size:(i + 1) * size] for i in range(num_heads)], dim=1)
 
 
 def merge_heads(x):
@@ -41,9 +46,7 @@ def merge_heads(x):
     - tensor of shape (B, T, H * h) with the heads concatenated along the last
       dim, head 0 first.
     """
-    B, H, T, h = x.shape
-    # transpose makes the memory non-contiguous; view needs it contiguous again.
-    return x.transpose(1, 2).contiguous().view(B, T, H * h)  # (B, T, H*h)
+    return torch.cat([x[:, k] for k in range(x.shape[1])], dim=-1)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -62,9 +65,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         super().__init__()
         # Imported here so a broken masking.py fails only the wrapper's checks, not all of heads.py.
         from masking import CausalAttention
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
-        )
+        self.heads = nn.ModuleList(CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for i in range(num_heads))
 
     def forward(self, x):
         """Run every head and concatenate the results.
@@ -75,7 +76,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         Returns:
         - tensor of shape (B, T, num_heads * d_out), head 0's output first.
         """
-        return torch.cat([head(x) for head in self.heads], dim=-1)  # (B, T, H*d_out)
+        return torch.cat([h(x) for h in self.heads], dim=-1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -101,18 +102,15 @@ class MultiHeadAttention(nn.Module):
         """Validate the sizes, then create the submodules and buffer in order."""
         super().__init__()
         if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes information across heads
+            raise ValueError(f"d_out = {d_out} is not divisible by num_heads = {num_heads}")
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
+
+        for attr in ("W_query", "W_key", "W_value"):
+            setattr(self, attr, nn.Linear(d_in, d_out, bias=qkv_bias))
+        self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer(
-            "mask", torch.triu(torch.ones(context_length, context_length), diagonal=1)
-        )
+        pos = torch.arange(context_length)
+        self.register_buffer("mask", (pos.unsqueeze(0) > pos.unsqueeze(1)).float())
 
     def forward(self, x):
         """Compute multi-head causal context vectors.
@@ -126,16 +124,10 @@ class MultiHeadAttention(nn.Module):
           ``1 / sqrt(head_dim)``, dropout on the weights), merged back and
           passed through ``out_proj``.
         """
-        B, T, _ = x.shape
-        queries = split_heads(self.W_query(x), self.num_heads)  # (B, H, T, hd)
-        keys = split_heads(self.W_key(x), self.num_heads)       # (B, H, T, hd)
-        values = split_heads(self.W_value(x), self.num_heads)   # (B, H, T, hd)
+        n = x.shape[1]
+        q, k, v = [split_heads(lin(x), self.num_heads) for lin in (self.W_query, self.W_key, self.W_value)]
 
-        scores = queries @ keys.transpose(-2, -1)  # (B, H, T, T)
-        # (T, T) mask broadcasts over batch and heads.
-        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
-        weights = torch.softmax(scores / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
-        weights = self.dropout(weights)
-
-        context = merge_heads(weights @ values)  # (B, T, d_out)
-        return self.out_proj(context)
+        s = torch.matmul(q, k.transpose(-2, -1))
+        attn = _softmax_with_mask(s, self.mask[:n, :n] > 0, 1.0 / math.sqrt(self.head_dim))
+        out = torch.matmul(self.dropout(attn), v)
+        return self.out_proj(merge_heads(out))

@@ -19,10 +19,10 @@ def project_qkv(x, W_query, W_key, W_value):
     Returns a tuple ``(queries, keys, values)``, each of shape (..., T, d_out),
     computed as ``x @ W`` with the corresponding matrix.
     """
-    queries = x @ W_query  # (..., T, d_out)
-    keys = x @ W_key       # (..., T, d_out)
-    values = x @ W_value   # (..., T, d_out)
-    return queries, keys, values
+    outs = []
+    for W in [W_query, W_key, W_value]:
+        outs.append(x @ W)
+    return outs[0], outs[1], outs[2]
 
 
 def scaled_attention_weights(queries, keys):
@@ -41,10 +41,9 @@ def scaled_attention_weights(queries, keys):
     softmax may be used here.
     """
     d_k = keys.shape[-1]
-    scores = queries @ keys.transpose(-2, -1)  # (..., T_q, T_k)
-    # Dividing by sqrt(d_k) keeps the score variance from growing with d_k,
-    # which would otherwise push the softmax into near one-hot saturation.
-    return torch.softmax(scores / math.sqrt(d_k), dim=-1)
+    s = queries @ keys.transpose(-1, -2)
+    s = s / math.sqrt(d_k)
+    return torch.softmax(s, dim=-1)
 
 
 class SelfAttention_v1(nn.Module):
@@ -61,9 +60,12 @@ class SelfAttention_v1(nn.Module):
     def __init__(self, d_in, d_out):
         """Create the three (d_in, d_out) projection parameters, in order."""
         super().__init__()
-        self.W_query = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_key = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_value = nn.Parameter(torch.randn(d_in, d_out))
+        params = []
+        for i in range(3):
+            params.append(nn.Parameter(torch.randn(d_in, d_out)))
+        self.W_query = params[0]
+        self.W_key = params[1]
+        self.W_value = params[2]
 
     def forward(self, x):
         """Compute context vectors.
@@ -75,11 +77,9 @@ class SelfAttention_v1(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = x @ self.W_query  # (..., T, d_out)
-        keys = x @ self.W_key       # (..., T, d_out)
-        values = x @ self.W_value   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        q, k, v = project_qkv(x, self.W_query, self.W_key, self.W_value)
+        w = scaled_attention_weights(q, k)
+        return w @ v
 
 
 class SelfAttention_v2(nn.Module):
@@ -96,9 +96,10 @@ class SelfAttention_v2(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         """Create the three linear projections, in order."""
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        layers = [nn.Linear(d_in, d_out, bias=qkv_bias) for i in range(3)]
+        self.W_query = layers[0]
+        self.W_key = layers[1]
+        self.W_value = layers[2]
 
     def forward(self, x):
         """Compute context vectors.
@@ -110,8 +111,6 @@ class SelfAttention_v2(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = self.W_query(x)  # (..., T, d_out)
-        keys = self.W_key(x)       # (..., T, d_out)
-        values = self.W_value(x)   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        q, k, v = [layer(x) for layer in [self.W_query, self.W_key, self.W_value]]
+        w = scaled_attention_weights(q, k)
+        return w @ v

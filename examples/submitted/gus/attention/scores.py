@@ -23,9 +23,10 @@ def attention_scores_for_query(inputs, query):
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
     """
-    # One scalar per key token; stacking keeps the autograd graph intact.
-    scores = [torch.dot(x_j, query) for x_j in inputs]
-    return torch.stack(scores)  # (T,)
+    result = list()
+    for row in inputs:
+        result = result + [torch.dot(row, query)]
+    return torch.stack(result, dim=0)
 
 
 def attention_scores_loop(inputs):
@@ -43,11 +44,12 @@ def attention_scores_loop(inputs):
     over keys j, each entry computed with ``torch.dot``. Build the result in a
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
-    rows = []
-    for x_i in inputs:  # queries
-        row = [torch.dot(x_i, x_j) for x_j in inputs]  # keys
-        rows.append(torch.stack(row))  # (T,)
-    return torch.stack(rows)  # (T, T)
+    table = []
+    for i in range(inputs.shape[0]):
+        table.append([])
+        for j in range(inputs.shape[0]):
+            table[i].append(torch.dot(inputs[i], inputs[j]))
+    return torch.stack([torch.stack(r) for r in table])
 
 
 def attention_scores(inputs):
@@ -63,4 +65,4 @@ def attention_scores(inputs):
 
     Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
     """
-    return inputs @ inputs.transpose(-2, -1)  # (..., T, T)
+    return inputs.matmul(inputs.transpose(-1, -2))

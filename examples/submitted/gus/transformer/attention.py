@@ -25,9 +25,10 @@ def attention_weights(query, key, mask=None):
     - weights of shape (..., T_q, T_k) with the dtype of ``query``; each row sums to 1 over
       the keys it may attend to. PyTorch's softmax may be used.
     """
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., T_q, T_k)
+    # dot product of every query with every key: (..., T_q, 1, d) * (..., 1, T_k, d), summed over d
+    scores = (query.unsqueeze(-2) * key.unsqueeze(-3)).sum(dim=-1) / math.sqrt(query.shape[-1])
     if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))                   # hidden keys: -inf
+        scores = torch.where(mask, float("-inf"), scores)
     return torch.softmax(scores, dim=-1)
 
 
@@ -42,7 +43,12 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     - tensor of shape (..., T_q, d_v): row i is the weighted sum of the value rows, with the
       weights of query i.
     """
-    return attention_weights(query, key, mask) @ value   # (..., T_q, d_v)
+    return weighted_sum(attention_weights(query, key, mask), value)
+
+
+def weighted_sum(weights, value):
+    """(..., T_q, T_k) weights and (..., T_k, d_v) values -> (..., T_q, d_v)."""
+    return (weights.unsqueeze(-1) * value.unsqueeze(-3)).sum(dim=-2)
 
 
 class MultiHeadAttention(nn.Module):
@@ -66,21 +72,21 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.num_heads, self.head_dim = num_heads, d_model // num_heads
-        self.W_query = nn.Linear(d_model, d_model, bias=bias)
-        self.W_key = nn.Linear(d_model, d_model, bias=bias)
-        self.W_value = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.n_heads = num_heads
+        self.d_head = d_model // num_heads
+        if self.n_heads * self.d_head != d_model:
+            raise ValueError("num_heads has to divide d_model")
+        self.W_query = nn.Linear(d_model, d_model, bias)
+        self.W_key = nn.Linear(d_model, d_model, bias)
+        self.W_value = nn.Linear(d_model, d_model, bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias)
+        self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, query, key, value, mask=None):
-        B, T_q, d_model = query.shape
-        T_k = key.shape[1]
-        q = self.W_query(query).view(B, T_q, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_q, hd)
-        k = self.W_key(key).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)      # (B, H, T_k, hd)
-        v = self.W_value(value).view(B, T_k, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T_k, hd)
-        weights = self.dropout(attention_weights(q, k, mask))                               # (B, H, T_q, T_k)
-        context = (weights @ v).transpose(1, 2).reshape(B, T_q, d_model)                    # heads side by side
-        return self.out_proj(context)                                                       # (B, T_q, d_model)
+        B, T_q, D = query.shape
+        q = self.W_query(query).view(B, T_q, self.n_heads, self.d_head).transpose(1, 2)
+        k = self.W_key(key).view(B, -1, self.n_heads, self.d_head).transpose(1, 2)
+        v = self.W_value(value).view(B, -1, self.n_heads, self.d_head).transpose(1, 2)
+        w = self.dropout(attention_weights(q, k, mask))       # (B, H, T_q, T_k)
+        out = weighted_sum(w, v).transpose(1, 2).contiguous().view(B, T_q, D)
+        return self.out_proj(out)

@@ -33,17 +33,22 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.d_model = d_model
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
         self.norm3 = LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, x, memory):
-        T = x.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)  # (T, T), True = future
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x)))
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory)))    # queries from x
-        return self.norm3(x + self.dropout(self.ff(x)))                         # (B, T, d_model)
+        B, T, D = x.shape
+        pos = torch.arange(T, device=x.device)
+        causal = torch.where(pos.view(1, T) > pos.view(T, 1), True, False)   # (T, T), True = later token
+        a = self.dropout(self.self_attn(x, x, x))
+        x = self.norm1(x + a)
+        c = self.dropout(self.cross_attn(x, memory, memory))
+        x = self.norm2(x + c)
+        f = self.dropout(self.ff(x))
+        return self.norm3(x + f)

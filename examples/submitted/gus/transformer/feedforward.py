@@ -21,10 +21,14 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model, d_ff, dropout=0.0):
         super().__init__()
+        self.d_model = d_model
         self.linear1 = nn.Linear(d_model, d_ff)
-        self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(p=dropout)
 
     def forward(self, x):
-        hidden = torch.relu(self.linear1(x))          # (..., d_ff)
-        return self.linear2(self.dropout(hidden))     # (..., d_model)
+        flat = x.reshape(-1, self.d_model)                  # (N, d_model), N = all tokens
+        h = self.linear1(flat)
+        h = torch.where(h > 0, h, torch.zeros_like(h))      # ReLU
+        out = self.linear2(self.dropout(h))
+        return out.view(*x.shape[:-1], self.d_model)

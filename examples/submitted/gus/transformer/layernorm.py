@@ -23,9 +23,12 @@ def layer_norm(x, weight, bias, eps=1e-5):
       d_model - 1), as ``torch.nn.LayerNorm`` does. ``x`` itself must not be modified.
       Write it from means and square roots: the library's layer norm is not available here.
     """
-    mean = x.mean(dim=-1, keepdim=True)                           # (..., 1)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)             # (..., 1), biased
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias     # (..., d_model)
+    d = x.shape[-1]
+    rows = x.reshape(-1, d)                     # one row per token
+    mean = rows.mean(dim=1, keepdim=True)
+    var = ((rows - mean) ** 2).mean(dim=1, keepdim=True)
+    out = (rows - mean) / torch.sqrt(var + eps)
+    return (out * weight + bias).view(x.shape)
 
 
 class LayerNorm(nn.Module):
@@ -40,9 +43,9 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.weight = nn.Parameter(torch.full((d_model,), 1.0))
+        self.bias = nn.Parameter(torch.full((d_model,), 0.0))
+        self.eps = float(eps)
 
     def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return layer_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)

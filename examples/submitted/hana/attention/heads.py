@@ -23,11 +23,11 @@ def split_heads(x, num_heads):
     Raises:
     - ValueError if ``d_out`` is not divisible by ``num_heads``.
     """
-    B, T, d_out = x.shape
-    if d_out % num_heads != 0:
-        raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-    head_dim = d_out // num_heads
-    return x.view(B, num_heads, T, head_dim)  # (B, H, T, head_dim)
+    B, T, D = x.shape
+    hd, rest = divmod(D, num_heads)
+    if rest:
+        raise ValueError(f"d_out={D} is not a multiple of num_heads={num_heads}")
+    return x.reshape(B, num_heads, T, hd)
 
 
 def merge_heads(x):
@@ -40,8 +40,7 @@ def merge_heads(x):
     - tensor of shape (B, T, H * h) with the heads concatenated along the last
       dim, head 0 first.
     """
-    B, H, T, h = x.shape
-    return x.contiguous().view(B, T, H * h)  # (B, T, H*h)
+    return x.reshape(x.shape[0], x.shape[2], -1)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -60,9 +59,8 @@ class MultiHeadAttentionWrapper(nn.Module):
         super().__init__()
         # Imported here so a broken masking.py fails only the wrapper's checks, not all of heads.py.
         from masking import CausalAttention
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
-        )
+        self.heads = nn.ModuleList()
+        self.heads.extend(CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads))
 
     def forward(self, x):
         """Run every head and concatenate the results.
@@ -73,7 +71,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         Returns:
         - tensor of shape (B, T, num_heads * d_out), head 0's output first.
         """
-        return torch.cat([head(x) for head in self.heads], dim=-1)  # (B, T, H*d_out)
+        return torch.cat(tuple(head(x) for head in self.heads), dim=2)
 
 
 class MultiHeadAttention(nn.Module):
@@ -98,19 +96,16 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         """Validate the sizes, then create the submodules and buffer in order."""
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes information across heads
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer(
-            "mask", torch.triu(torch.ones(context_length, context_length), diagonal=1)
-        )
+        hd, rest = divmod(d_out, num_heads)
+        if rest:
+            raise ValueError(f"d_out={d_out} is not a multiple of num_heads={num_heads}")
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, hd
+        self.W_query = torch.nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = torch.nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = torch.nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = torch.nn.Linear(d_out, d_out)
+        self.dropout = torch.nn.Dropout(dropout)
+        self.register_buffer("mask", torch.triu(torch.ones((context_length, context_length)), 1))
 
     def forward(self, x):
         """Compute multi-head causal context vectors.
@@ -124,16 +119,12 @@ class MultiHeadAttention(nn.Module):
           ``1 / sqrt(head_dim)``, dropout on the weights), merged back and
           passed through ``out_proj``.
         """
-        B, T, _ = x.shape
-        queries = split_heads(self.W_query(x), self.num_heads)  # (B, H, T, hd)
-        keys = split_heads(self.W_key(x), self.num_heads)       # (B, H, T, hd)
-        values = split_heads(self.W_value(x), self.num_heads)   # (B, H, T, hd)
-
-        scores = queries @ keys.transpose(-2, -1)  # (B, H, T, T)
-        # (T, T) mask broadcasts over batch and heads.
-        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
-        weights = torch.softmax(scores / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
-        weights = self.dropout(weights)
-
-        context = merge_heads(weights @ values)  # (B, T, d_out)
-        return self.out_proj(context)
+        T = x.shape[1]
+        qkv = torch.cat([self.W_query(x), self.W_key(x), self.W_value(x)], dim=-1)  # (B, T, 3 * d_out)
+        queries, keys, values = [split_heads(part, self.num_heads) for part in qkv.split(self.d_out, dim=-1)]
+        scores = torch.matmul(queries, keys.permute(0, 1, 3, 2))  # (B, H, T, T)
+        mask = self.mask[:T, :T]
+        bias = torch.zeros_like(mask).masked_fill(mask.bool(), float("-inf"))
+        weights = torch.softmax(torch.div(scores + bias, math.sqrt(self.head_dim)), dim=-1)
+        context = torch.matmul(self.dropout(weights), values)  # (B, H, T, head_dim)
+        return self.out_proj(merge_heads(context))

@@ -19,9 +19,11 @@ def project_qkv(x, W_query, W_key, W_value):
     Returns a tuple ``(queries, keys, values)``, each of shape (..., T, d_out),
     computed as ``x @ W`` with the corresponding matrix.
     """
-    queries = x @ W_query  # (..., T, d_out)
-    keys = x @ W_key       # (..., T, d_out)
-    values = x @ W_value   # (..., T, d_out)
+    lead = x.shape[:-1]
+    flat = x.reshape(-1, x.shape[-1])  # (N, d_in)
+    queries = torch.matmul(flat, W_query).reshape(*lead, -1)
+    keys = torch.matmul(flat, W_key).reshape(*lead, -1)
+    values = torch.matmul(flat, W_value).reshape(*lead, -1)
     return queries, keys, values
 
 
@@ -40,11 +42,10 @@ def scaled_attention_weights(queries, keys):
     Use ``keys.transpose(-2, -1)`` so batched inputs work. PyTorch's built-in
     softmax may be used here.
     """
-    d_k = keys.shape[-1]
-    scores = queries @ keys.transpose(-2, -1)  # (..., T_q, T_k)
-    # Dividing by sqrt(d_k) keeps the score variance from growing with d_k,
-    # which would otherwise push the softmax into near one-hot saturation.
-    return torch.softmax(scores / math.sqrt(d_k), dim=-1)
+    n = keys.dim()
+    order = list(range(n - 2)) + [n - 1, n - 2]
+    scores = torch.matmul(queries, keys.permute(order))
+    return torch.softmax(torch.div(scores, math.sqrt(keys.shape[-1])), dim=-1)
 
 
 class SelfAttention_v1(nn.Module):
@@ -61,9 +62,9 @@ class SelfAttention_v1(nn.Module):
     def __init__(self, d_in, d_out):
         """Create the three (d_in, d_out) projection parameters, in order."""
         super().__init__()
-        self.W_query = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_key = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_value = nn.Parameter(torch.randn(d_in, d_out))
+        self.W_query = nn.Parameter(torch.randn(d_in * d_out).reshape(d_in, d_out))
+        self.W_key = nn.Parameter(torch.randn(d_in * d_out).reshape(d_in, d_out))
+        self.W_value = nn.Parameter(torch.randn(d_in * d_out).reshape(d_in, d_out))
 
     def forward(self, x):
         """Compute context vectors.
@@ -75,11 +76,8 @@ class SelfAttention_v1(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = x @ self.W_query  # (..., T, d_out)
-        keys = x @ self.W_key       # (..., T, d_out)
-        values = x @ self.W_value   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        queries, keys, values = project_qkv(x, self.W_query, self.W_key, self.W_value)
+        return torch.matmul(scaled_attention_weights(queries, keys), values)
 
 
 class SelfAttention_v2(nn.Module):
@@ -96,9 +94,9 @@ class SelfAttention_v2(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         """Create the three linear projections, in order."""
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_query = torch.nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = torch.nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = torch.nn.Linear(d_in, d_out, bias=qkv_bias)
 
     def forward(self, x):
         """Compute context vectors.
@@ -110,8 +108,7 @@ class SelfAttention_v2(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = self.W_query(x)  # (..., T, d_out)
-        keys = self.W_key(x)       # (..., T, d_out)
-        values = self.W_value(x)   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        queries = self.W_query(x)
+        keys = self.W_key(x)
+        weights = scaled_attention_weights(queries, keys)
+        return torch.matmul(weights, self.W_value(x))

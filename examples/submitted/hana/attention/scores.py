@@ -23,9 +23,9 @@ def attention_scores_for_query(inputs, query):
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
     """
-    # One scalar per key token; stacking keeps the autograd graph intact.
-    scores = [torch.dot(x_j, query) for x_j in inputs]
-    return torch.stack(scores)  # (T,)
+    T = inputs.shape[0]
+    dots = [torch.dot(inputs[t], query) for t in range(T)]
+    return torch.stack(dots).reshape(T)
 
 
 def attention_scores_loop(inputs):
@@ -43,11 +43,12 @@ def attention_scores_loop(inputs):
     over keys j, each entry computed with ``torch.dot``. Build the result in a
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
-    rows = []
-    for x_i in inputs:  # queries
-        row = [torch.dot(x_i, x_j) for x_j in inputs]  # keys
-        rows.append(torch.stack(row))  # (T,)
-    return torch.stack(rows)  # (T, T)
+    T = inputs.shape[0]
+    flat = []
+    for i in range(T):
+        for j in range(T):
+            flat.append(torch.dot(inputs[i], inputs[j]))
+    return torch.stack(flat).reshape(T, T)
 
 
 def attention_scores(inputs):
@@ -63,4 +64,6 @@ def attention_scores(inputs):
 
     Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
     """
-    return inputs @ inputs.transpose(-2, -1)  # (..., T, T)
+    dims = list(range(inputs.dim()))
+    dims[-2], dims[-1] = dims[-1], dims[-2]
+    return torch.matmul(inputs, inputs.permute(*dims))

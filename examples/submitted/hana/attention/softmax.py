@@ -20,7 +20,7 @@ def normalize_sum(scores, dim=-1):
 
     The input must not be modified in place.
     """
-    return scores / scores.sum(dim=dim, keepdim=True)
+    return scores / scores.sum(dim=dim, keepdim=True).expand_as(scores)
 
 
 def softmax(scores, dim=-1):
@@ -42,11 +42,11 @@ def softmax(scores, dim=-1):
     (or log-softmax) provided by PyTorch; build it from ``exp`` and ``sum``.
     The input must not be modified in place.
     """
-    # Shifting by the max leaves the result unchanged but keeps exp() <= 1.
-    # The shift is a constant mathematically, so it need not be backpropagated.
-    shift = scores.amax(dim=dim, keepdim=True).detach()
-    exps = torch.exp(scores - shift)  # -inf - finite = -inf -> exp gives 0
-    return exps / exps.sum(dim=dim, keepdim=True)
+    moved = scores.movedim(dim, -1)
+    flat = moved.reshape(-1, moved.shape[-1])
+    flat = torch.exp(flat - flat.max(dim=1).values.reshape(-1, 1))
+    flat = flat / flat.sum(dim=1).reshape(-1, 1)
+    return flat.reshape(moved.shape).movedim(-1, dim)
 
 
 def context_vector(inputs, weights):
@@ -63,10 +63,11 @@ def context_vector(inputs, weights):
     Implementation notes: accumulate with a Python loop over the T tokens,
     out of place (``acc = acc + ...``) so gradients flow to both arguments.
     """
-    context = torch.zeros_like(inputs[0])  # (d,)
-    for w_j, x_j in zip(weights, inputs):
-        context = context + w_j * x_j
-    return context
+    T, d = inputs.shape
+    acc = torch.zeros(d, dtype=inputs.dtype, device=inputs.device)
+    for t in range(T):
+        acc = acc + weights[t] * inputs[t]
+    return acc.reshape(d)
 
 
 def context_vectors(inputs, weights):
@@ -80,4 +81,4 @@ def context_vectors(inputs, weights):
     Returns:
     - contexts: tensor of shape (..., T, d), equal to ``weights @ inputs``.
     """
-    return weights @ inputs  # (..., T, T) @ (..., T, d) -> (..., T, d)
+    return torch.matmul(weights, inputs)

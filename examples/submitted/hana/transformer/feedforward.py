@@ -24,7 +24,11 @@ class FeedForward(nn.Module):
         self.linear1 = nn.Linear(d_model, d_ff)
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
+        self.relu = nn.ReLU()
 
     def forward(self, x):
-        hidden = torch.relu(self.linear1(x))          # (..., d_ff)
-        return self.linear2(self.dropout(hidden))     # (..., d_model)
+        x = self.linear1(x)
+        x = self.relu(x)
+        x = self.dropout(x)
+        x = self.linear2(x)
+        return x

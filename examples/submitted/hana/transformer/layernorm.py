@@ -23,9 +23,12 @@ def layer_norm(x, weight, bias, eps=1e-5):
       d_model - 1), as ``torch.nn.LayerNorm`` does. ``x`` itself must not be modified.
       Write it from means and square roots: the library's layer norm is not available here.
     """
-    mean = x.mean(dim=-1, keepdim=True)                           # (..., 1)
-    var = x.var(dim=-1, keepdim=True, unbiased=False)             # (..., 1), biased
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias     # (..., d_model)
+    n = x.shape[-1]
+    mean = x.sum(dim=-1, keepdim=True) / n
+    diff = x - mean
+    var = (diff ** 2).sum(dim=-1, keepdim=True) / n
+    std = torch.sqrt(var + eps)
+    return weight * (diff / std) + bias
 
 
 class LayerNorm(nn.Module):
@@ -40,9 +43,9 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model, eps=1e-5):
         super().__init__()
-        self.eps = eps
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model))
+        self.eps = eps
 
     def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return layer_norm(x, self.weight, self.bias, eps=self.eps)

@@ -31,15 +31,12 @@ def dropout(x, p, keep_mask=None, generator=None, training=True):
 
     Gradients must flow back to ``x``, and ``x`` must not be modified in place.
     """
-    if not 0.0 <= p <= 1.0:  # also rejects NaN
-        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
-    if not training or p == 0:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p={p!r} outside [0, 1]")
+    if not training or p == 0.0:
         return x
-    if p == 1:
-        return torch.zeros_like(x)  # everything dropped; avoids 1 / 0
+    if p == 1.0:
+        return x.new_zeros(x.shape)
     if keep_mask is None:
-        dtype = x.dtype if x.is_floating_point() else None
-        noise = torch.rand(x.shape, generator=generator, dtype=dtype, device=x.device)
-        keep_mask = noise >= p  # True with probability 1 - p
-    # Scale survivors now so no rescaling is needed at inference time.
-    return torch.where(keep_mask.bool(), x / (1 - p), torch.zeros_like(x))
+        keep_mask = torch.bernoulli(x.new_full(x.shape, 1.0 - p), generator=generator)
+    return x * keep_mask.to(x.dtype) * (1.0 / (1.0 - p))

@@ -23,12 +23,10 @@ def split_heads(x, num_heads):
     Raises:
     - ValueError if ``d_out`` is not divisible by ``num_heads``.
     """
-    B, T, d_out = x.shape
-    if d_out % num_heads != 0:
-        raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-    head_dim = d_out // num_heads
-    # Put heads before tokens so each head is an independent (T, head_dim) matrix.
-    return x.view(B, T, num_heads, head_dim).transpose(1, 2)  # (B, H, T, head_dim)
+    b, t, d = x.size()
+    if d % num_heads:
+        raise ValueError(f"split_heads: d_out={d} not divisible by num_heads={num_heads}")
+    return x.reshape(b, t, num_heads, -1).transpose(-3, -2)
 
 
 def merge_heads(x):
@@ -41,9 +39,8 @@ def merge_heads(x):
     - tensor of shape (B, T, H * h) with the heads concatenated along the last
       dim, head 0 first.
     """
-    B, H, T, h = x.shape
-    # transpose makes the memory non-contiguous; view needs it contiguous again.
-    return x.transpose(1, 2).contiguous().view(B, T, H * h)  # (B, T, H*h)
+    b, h, t, d = x.size()
+    return x.transpose(-3, -2).reshape(b, t, h * d)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -63,8 +60,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         # Imported here so a broken masking.py fails only the wrapper's checks, not all of heads.py.
         from masking import CausalAttention
         self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
-        )
+            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias=qkv_bias) for _ in range(num_heads)])
 
     def forward(self, x):
         """Run every head and concatenate the results.
@@ -75,7 +71,8 @@ class MultiHeadAttentionWrapper(nn.Module):
         Returns:
         - tensor of shape (B, T, num_heads * d_out), head 0's output first.
         """
-        return torch.cat([head(x) for head in self.heads], dim=-1)  # (B, T, H*d_out)
+        outs = [head(x) for head in self.heads]
+        return torch.cat(outs, dim=-1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -100,19 +97,17 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         """Validate the sizes, then create the submodules and buffer in order."""
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+        if d_out % num_heads:
+            raise ValueError(f"MultiHeadAttention: d_out={d_out} not divisible by num_heads={num_heads}")
         self.d_out = d_out
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes information across heads
-        self.dropout = nn.Dropout(dropout)
-        self.register_buffer(
-            "mask", torch.triu(torch.ones(context_length, context_length), diagonal=1)
-        )
+        self.W_query = nn.Linear(d_in, d_out, qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out, True)
+        self.dropout = nn.Dropout(p=dropout)
+        self.register_buffer("mask", (~torch.ones(context_length, context_length, dtype=torch.bool).tril()).float())
 
     def forward(self, x):
         """Compute multi-head causal context vectors.
@@ -126,16 +121,11 @@ class MultiHeadAttention(nn.Module):
           ``1 / sqrt(head_dim)``, dropout on the weights), merged back and
           passed through ``out_proj``.
         """
-        B, T, _ = x.shape
-        queries = split_heads(self.W_query(x), self.num_heads)  # (B, H, T, hd)
-        keys = split_heads(self.W_key(x), self.num_heads)       # (B, H, T, hd)
-        values = split_heads(self.W_value(x), self.num_heads)   # (B, H, T, hd)
-
-        scores = queries @ keys.transpose(-2, -1)  # (B, H, T, T)
-        # (T, T) mask broadcasts over batch and heads.
-        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
-        weights = torch.softmax(scores / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
-        weights = self.dropout(weights)
-
-        context = merge_heads(weights @ values)  # (B, T, d_out)
-        return self.out_proj(context)
+        T = x.size(1)
+        q = split_heads(self.W_query(x), self.num_heads)
+        k_t = split_heads(self.W_key(x), self.num_heads).transpose(-2, -1)  # (B, H, hd, T)
+        logits = q.matmul(k_t) / math.sqrt(self.head_dim)
+        logits = logits.masked_fill(self.mask.bool()[:T, :T], -math.inf)
+        attn = self.dropout(logits.softmax(dim=-1))
+        v = split_heads(self.W_value(x), self.num_heads)
+        return self.out_proj(merge_heads(attn.matmul(v)))

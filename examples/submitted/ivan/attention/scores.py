@@ -23,9 +23,10 @@ def attention_scores_for_query(inputs, query):
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
     """
-    # One scalar per key token; stacking keeps the autograd graph intact.
-    scores = [torch.dot(x_j, query) for x_j in inputs]
-    return torch.stack(scores)  # (T,)
+    out = []
+    for j in range(inputs.size(0)):
+        out.append(inputs[j].dot(query))
+    return torch.stack(out)
 
 
 def attention_scores_loop(inputs):
@@ -43,11 +44,8 @@ def attention_scores_loop(inputs):
     over keys j, each entry computed with ``torch.dot``. Build the result in a
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
-    rows = []
-    for x_i in inputs:  # queries
-        row = [torch.dot(x_i, x_j) for x_j in inputs]  # keys
-        rows.append(torch.stack(row))  # (T,)
-    return torch.stack(rows)  # (T, T)
+    n = inputs.size(0)
+    return torch.stack([torch.stack([inputs[i].dot(inputs[j]) for j in range(n)]) for i in range(n)])
 
 
 def attention_scores(inputs):
@@ -63,4 +61,4 @@ def attention_scores(inputs):
 
     Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
     """
-    return inputs @ inputs.transpose(-2, -1)  # (..., T, T)
+    return torch.matmul(inputs, inputs.transpose(-2, -1))

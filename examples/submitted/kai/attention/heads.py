@@ -9,6 +9,43 @@ import torch
 import torch.nn as nn
 
 
+def _head_dim(d_out, num_heads):
+    """Features per head; ValueError when the heads cannot share d_out evenly."""
+    if d_out % num_heads:
+        raise ValueError(f"cannot split d_out={d_out} into {num_heads} equal heads")
+    return d_out // num_heads
+
+
+def _repeat(n, make):
+    """n fresh objects from make(), built one after the other."""
+    return [make() for _ in range(n)]
+
+
+def _side_by_side(parts):
+    return torch.cat(parts, dim=-1)
+
+
+def _project_heads(layer, x, num_heads):
+    return split_heads(layer(x), num_heads)
+
+
+def _three_projections(d_in, d_out, bias):
+    """Query, key and value layers, created in that order."""
+    return [nn.Linear(d_in, d_out, bias=bias) for _ in range(3)]
+
+
+def _future_mask(n):
+    """(n, n) float mask, 1.0 where the key comes after the query."""
+    return torch.triu(torch.ones(n, n), diagonal=1)
+
+
+def _causal_weights(q, k, mask, d):
+    """softmax of the scaled scores with future keys hidden."""
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+    s = s.masked_fill(mask == 1, float("-inf"))
+    return torch.softmax(s, dim=-1)
+
+
 def split_heads(x, num_heads):
     """Split the feature dimension into attention heads.
 
@@ -24,11 +61,8 @@ def split_heads(x, num_heads):
     - ValueError if ``d_out`` is not divisible by ``num_heads``.
     """
     B, T, d_out = x.shape
-    if d_out % num_heads != 0:
-        raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-    head_dim = d_out // num_heads
-    # Put heads before tokens so each head is an independent (T, head_dim) matrix.
-    return x.view(B, T, num_heads, head_dim).transpose(1, 2)  # (B, H, T, head_dim)
+    hd = _head_dim(d_out, num_heads)
+    return x.view(B, T, num_heads, hd).permute(0, 2, 1, 3)
 
 
 def merge_heads(x):
@@ -41,9 +75,8 @@ def merge_heads(x):
     - tensor of shape (B, T, H * h) with the heads concatenated along the last
       dim, head 0 first.
     """
-    B, H, T, h = x.shape
-    # transpose makes the memory non-contiguous; view needs it contiguous again.
-    return x.transpose(1, 2).contiguous().view(B, T, H * h)  # (B, T, H*h)
+    B, _, T, _ = x.shape
+    return x.permute(0, 2, 1, 3).reshape(B, T, -1)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -62,9 +95,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         super().__init__()
         # Imported here so a broken masking.py fails only the wrapper's checks, not all of heads.py.
         from masking import CausalAttention
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
-        )
+        self.heads = nn.ModuleList(_repeat(num_heads, lambda: CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)))
 
     def forward(self, x):
         """Run every head and concatenate the results.
@@ -75,7 +106,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         Returns:
         - tensor of shape (B, T, num_heads * d_out), head 0's output first.
         """
-        return torch.cat([head(x) for head in self.heads], dim=-1)  # (B, T, H*d_out)
+        return _side_by_side([h(x) for h in self.heads])
 
 
 class MultiHeadAttention(nn.Module):
@@ -100,19 +131,13 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         """Validate the sizes, then create the submodules and buffer in order."""
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-        self.d_out = d_out
+        self.head_dim = _head_dim(d_out, num_heads)  # raises before anything is created
         self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes information across heads
+        self.d_out = d_out
+        self.W_query, self.W_key, self.W_value = _three_projections(d_in, d_out, qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer(
-            "mask", torch.triu(torch.ones(context_length, context_length), diagonal=1)
-        )
+        self.register_buffer("mask", _future_mask(context_length))
 
     def forward(self, x):
         """Compute multi-head causal context vectors.
@@ -126,16 +151,9 @@ class MultiHeadAttention(nn.Module):
           ``1 / sqrt(head_dim)``, dropout on the weights), merged back and
           passed through ``out_proj``.
         """
-        B, T, _ = x.shape
-        queries = split_heads(self.W_query(x), self.num_heads)  # (B, H, T, hd)
-        keys = split_heads(self.W_key(x), self.num_heads)       # (B, H, T, hd)
-        values = split_heads(self.W_value(x), self.num_heads)   # (B, H, T, hd)
-
-        scores = queries @ keys.transpose(-2, -1)  # (B, H, T, T)
-        # (T, T) mask broadcasts over batch and heads.
-        scores = scores.masked_fill(self.mask.bool()[:T, :T], float("-inf"))
-        weights = torch.softmax(scores / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
-        weights = self.dropout(weights)
-
-        context = merge_heads(weights @ values)  # (B, T, d_out)
-        return self.out_proj(context)
+        T = x.shape[1]
+        q = _project_heads(self.W_query, x, self.num_heads)
+        k = _project_heads(self.W_key, x, self.num_heads)
+        v = _project_heads(self.W_value, x, self.num_heads)
+        w = _causal_weights(q, k, self.mask[:T, :T], self.head_dim)
+        return self.out_proj(merge_heads(self.dropout(w) @ v))

@@ -20,10 +20,11 @@ def project_qkv(x, W_query, W_key, W_value):
     computed as ``x @ W`` with the corresponding matrix.
     """
     # same recipe as the worked example we did at the café
-    queries = x @ W_query  # (..., T, d_out)
-    keys = x @ W_key       # (..., T, d_out)
-    values = x @ W_value   # (..., T, d_out)
-    return queries, keys, values
+    return tuple(_project(x, W) for W in (W_query, W_key, W_value))
+
+
+def _project(x, W):
+    return torch.matmul(x, W)  # (..., T, d_out)
 
 
 def scaled_attention_weights(queries, keys):
@@ -41,11 +42,17 @@ def scaled_attention_weights(queries, keys):
     Use ``keys.transpose(-2, -1)`` so batched inputs work. PyTorch's built-in
     softmax may be used here.
     """
-    d_k = keys.shape[-1]
-    scores = queries @ keys.transpose(-2, -1)  # (..., T_q, T_k)
-    # Dividing by sqrt(d_k) keeps the score variance from growing with d_k,
-    # which would otherwise push the softmax into near one-hot saturation.
-    return torch.softmax(scores / math.sqrt(d_k), dim=-1)
+    raw = torch.matmul(queries, keys.transpose(-2, -1))
+    return torch.softmax(raw / _root_of_width(keys), dim=-1)
+
+
+def _root_of_width(keys):
+    # big d_k -> big scores -> softmax almost one-hot, so shrink them
+    return math.sqrt(keys.shape[-1])
+
+
+def _attend(queries, keys, values):
+    return torch.matmul(scaled_attention_weights(queries, keys), values)
 
 
 class SelfAttention_v1(nn.Module):
@@ -62,9 +69,7 @@ class SelfAttention_v1(nn.Module):
     def __init__(self, d_in, d_out):
         """Create the three (d_in, d_out) projection parameters, in order."""
         super().__init__()
-        self.W_query = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_key = nn.Parameter(torch.randn(d_in, d_out))
-        self.W_value = nn.Parameter(torch.randn(d_in, d_out))
+        self.W_query, self.W_key, self.W_value = (_random_matrix(d_in, d_out) for _ in "qkv")
 
     def forward(self, x):
         """Compute context vectors.
@@ -76,11 +81,7 @@ class SelfAttention_v1(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = x @ self.W_query  # (..., T, d_out)
-        keys = x @ self.W_key       # (..., T, d_out)
-        values = x @ self.W_value   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        return _attend(*project_qkv(x, self.W_query, self.W_key, self.W_value))
 
 
 class SelfAttention_v2(nn.Module):
@@ -97,9 +98,8 @@ class SelfAttention_v2(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         """Create the three linear projections, in order."""
         super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        make = lambda: nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_query, self.W_key, self.W_value = make(), make(), make()
 
     def forward(self, x):
         """Compute context vectors.
@@ -111,8 +111,8 @@ class SelfAttention_v2(nn.Module):
         - tensor of shape (T, d_out) or (B, T, d_out):
           ``scaled_attention_weights(queries, keys) @ values``.
         """
-        queries = self.W_query(x)  # (..., T, d_out)
-        keys = self.W_key(x)       # (..., T, d_out)
-        values = self.W_value(x)   # (..., T, d_out)
-        weights = scaled_attention_weights(queries, keys)  # (..., T, T)
-        return weights @ values  # (..., T, d_out)
+        return _attend(*(layer(x) for layer in (self.W_query, self.W_key, self.W_value)))
+
+
+def _random_matrix(rows, cols):
+    return nn.Parameter(torch.randn(rows, cols))

@@ -6,6 +6,18 @@ Python loops over tokens and then as a single matrix product.
 import torch
 
 
+def _scores_against(tokens, q):
+    """List of dot products of q with each token (one torch.dot per token)."""
+    found = []
+    for tok in tokens:
+        found.append(torch.dot(tok, q))
+    return found
+
+
+def _swap_last_two(t):
+    return t.transpose(-1, -2)
+
+
 def attention_scores_for_query(inputs, query):
     """Dot-product scores of one query against every token, using a loop.
 
@@ -23,9 +35,7 @@ def attention_scores_for_query(inputs, query):
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
     """
-    # One scalar per key token; stacking keeps the autograd graph intact.
-    scores = [torch.dot(x_j, query) for x_j in inputs]
-    return torch.stack(scores)  # (T,)
+    return torch.stack(_scores_against(inputs, query))
 
 
 def attention_scores_loop(inputs):
@@ -43,11 +53,8 @@ def attention_scores_loop(inputs):
     over keys j, each entry computed with ``torch.dot``. Build the result in a
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
-    rows = []
-    for x_i in inputs:  # queries
-        row = [torch.dot(x_i, x_j) for x_j in inputs]  # keys
-        rows.append(torch.stack(row))  # (T,)
-    return torch.stack(rows)  # (T, T)
+    rows = [torch.stack(_scores_against(inputs, q)) for q in inputs]
+    return torch.stack(rows)
 
 
 def attention_scores(inputs):
@@ -63,4 +70,4 @@ def attention_scores(inputs):
 
     Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
     """
-    return inputs @ inputs.transpose(-2, -1)  # (..., T, T)
+    return inputs @ _swap_last_two(inputs)

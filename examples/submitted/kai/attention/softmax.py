@@ -6,6 +6,20 @@ then use the resulting weights to mix token embeddings into context vectors.
 import torch
 
 
+def _total(t, dim):
+    """Sum along dim, kept as a size-1 dim so it broadcasts."""
+    return t.sum(dim=dim, keepdim=True)
+
+
+def _shift_down(t, dim):
+    """t minus its max along dim: the largest entry becomes 0."""
+    return t - torch.amax(t, dim=dim, keepdim=True)
+
+
+def _weighted(w, x):
+    return w * x
+
+
 def normalize_sum(scores, dim=-1):
     """Naive normalisation: divide the scores by their sum along ``dim``.
 
@@ -20,7 +34,7 @@ def normalize_sum(scores, dim=-1):
 
     The input must not be modified in place.
     """
-    return scores / scores.sum(dim=dim, keepdim=True)
+    return scores / _total(scores, dim)
 
 
 def softmax(scores, dim=-1):
@@ -42,11 +56,8 @@ def softmax(scores, dim=-1):
     (or log-softmax) provided by PyTorch; build it from ``exp`` and ``sum``.
     The input must not be modified in place.
     """
-    # Shifting by the max leaves the result unchanged but keeps exp() <= 1.
-    # The shift is a constant mathematically, so it need not be backpropagated.
-    shift = scores.amax(dim=dim, keepdim=True).detach()
-    exps = torch.exp(scores - shift)  # -inf - finite = -inf -> exp gives 0
-    return exps / exps.sum(dim=dim, keepdim=True)
+    e = torch.exp(_shift_down(scores, dim))
+    return e / _total(e, dim)
 
 
 def context_vector(inputs, weights):
@@ -63,10 +74,10 @@ def context_vector(inputs, weights):
     Implementation notes: accumulate with a Python loop over the T tokens,
     out of place (``acc = acc + ...``) so gradients flow to both arguments.
     """
-    context = torch.zeros_like(inputs[0])  # (d,)
-    for w_j, x_j in zip(weights, inputs):
-        context = context + w_j * x_j
-    return context
+    acc = torch.zeros_like(inputs[0])
+    for j in range(len(inputs)):
+        acc = acc + _weighted(weights[j], inputs[j])
+    return acc
 
 
 def context_vectors(inputs, weights):
@@ -80,4 +91,4 @@ def context_vectors(inputs, weights):
     Returns:
     - contexts: tensor of shape (..., T, d), equal to ``weights @ inputs``.
     """
-    return weights @ inputs  # (..., T, T) @ (..., T, d) -> (..., T, d)
+    return torch.matmul(weights, inputs)

@@ -31,15 +31,13 @@ def dropout(x, p, keep_mask=None, generator=None, training=True):
 
     Gradients must flow back to ``x``, and ``x`` must not be modified in place.
     """
-    if not 0.0 <= p <= 1.0:  # also rejects NaN
-        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
-    if not training or p == 0:
+    if not (0.0 <= p <= 1.0):
+        raise ValueError(f"p should be a probability, got {p}")
+    if p == 1 and training:
+        return torch.zeros_like(x)
+    if p == 0 or not training:
         return x
-    if p == 1:
-        return torch.zeros_like(x)  # everything dropped; avoids 1 / 0
     if keep_mask is None:
-        dtype = x.dtype if x.is_floating_point() else None
-        noise = torch.rand(x.shape, generator=generator, dtype=dtype, device=x.device)
-        keep_mask = noise >= p  # True with probability 1 - p
-    # Scale survivors now so no rescaling is needed at inference time.
-    return torch.where(keep_mask.bool(), x / (1 - p), torch.zeros_like(x))
+        keep_mask = torch.rand(*x.shape, generator=generator) >= p
+    scale = keep_mask.to(x.dtype) / (1 - p)  # 0 or 1/(1-p) per entry
+    return x * scale

