@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                        help="submissions graded in parallel (default: the number of CPUs)")
     bench.add_argument("--full-copies", type=int, default=20, help="copies graded again with replay off, to time "
-                       "checks that do not replay (0: skip; default: 20)")
+                       "checks that do not replay (default: 20; 0 skips them)")
     new_lab = command("new-lab", "write source/<name>/, a new lab with one placeholder exercise per part that "
                       "already grades")
     new_lab.add_argument("name", help="the lab's folder name (a Python identifier)")

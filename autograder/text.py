@@ -39,6 +39,12 @@ def printable(text: str) -> str:
                    else c for c in text)
 
 
+def relation_sentence(relation: str) -> str:
+    """The line a failed check's message ends with when its values relate simply to the expected ones
+    (the judge appends it; the feedback leaves it out where the same diagnosis was already explained)."""
+    return f"\nSeen from the values: {relation}."
+
+
 def one_line(text: str) -> str:
     """:func:`printable`, with line breaks and tabs escaped too (a progress line, a CSV status)."""
     return printable(text).replace("\n", "\\n").replace("\t", "\\t")

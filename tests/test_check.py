@@ -85,14 +85,16 @@ def test_every_command_explains_itself_in_plain_text():
         return run.stdout
 
     commands = re.search(r"\{([a-z,-]+)\}", helped()).group(1).split(",")
-    assert "grade" in commands and "check" in commands
+    assert {"grade", "check", "bench"} <= set(commands)
     for name in commands:
         text = helped(name)
         description = text.split("\n\n")[1]
         assert description.strip() and not description.startswith(("options:", "positional")), (name, text)
-    grade = " ".join(helped("grade").split())
-    for option in ("--jobs", "--budget", "--call-timeout", "--out", "--submissions"):
-        assert re.search(re.escape(option) + r" [A-Z_]+ [^-]*\(default: ", grade), option
+    for name, options in (("grade", ("--jobs", "--budget", "--call-timeout", "--out", "--submissions")),
+                          ("bench", ("--lab", "--copies", "--jobs", "--full-copies"))):
+        text = " ".join(helped(name).split())
+        for option in options:
+            assert re.search(re.escape(option) + r" [A-Z_]+ [^-]*\(default: ", text), (name, option)
 
 
 def test_the_readme_quotes_only_commands_and_paths_that_exist():

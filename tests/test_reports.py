@@ -16,7 +16,8 @@ from autograder.reports.class_report import flags
 from autograder.reports.feedback import feedback_html, feedback_markdown, feedback_view
 from autograder.reports.heatmap import NEGATIVE, heatmap_svg
 from autograder.reports.histogram import bins, histogram_svg
-from autograder.reports.similarity import similarity
+from autograder.reports.similarity import own_code, similarity
+from autograder.text import relation_sentence
 from conftest import KIT, LAB, LABS, SOLUTIONS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -96,12 +97,38 @@ def test_what_the_release_gives_is_never_shared_and_converging_answers_are_not_f
         shutil.copy(SOLUTIONS / "softmax.py", folder / "softmax.py")
     converging = similarity(LAB, staged)
     softmax = next(m for m in converging["modules"] if m["module"] == "softmax.py")
-    assert softmax["baseline"] == 1.0 and converging["pairs"] == []
+    assert (softmax["baseline"], softmax["converged"], softmax["compared"]) == (1.0, True, 6)
+    assert converging["pairs"] == []  # the module table says it of the module instead
     for student, folder in staged.items():  # now each their own, but ann and ben
         shutil.copy(DEMO / {"ann": "chen", "ben": "chen", "cat": "ada", "dan": "hana", "eve": "eli",
                             "fin": "lea"}[student] / "attention" / "heads.py", folder / "heads.py")
     copied = similarity(LAB, staged)
     assert {(p["module"], p["first"], p["second"]) for p in copied["pairs"]} == {("heads.py", "ann", "ben")}
+
+
+def test_line_endings_leading_lines_and_comments_change_nothing(tmp_path):
+    """What a Windows editor or a tidy student does to a file changes no finding and no mark: CRLF
+    line endings, blank lines before the module's docstring, a comment after a given line."""
+    def marks(found):
+        heads = next(g for g in found["groups"] if g["module"] == "heads.py")["pairs"][0]
+        return [re.findall(r"<mark>(.*?)</mark>", code, re.S) for code in (heads["first_code"], heads["second_code"])]
+
+    plain = similarity(LAB, staged_demo())
+    staged = {}
+    for student, folder in staged_demo().items():
+        staged[student] = tmp_path / student
+        shutil.copytree(folder, staged[student], symlinks=True)
+    for module in staged["gus"].glob("*.py"):
+        module.write_bytes(b"\n\n" + module.read_bytes().replace(b"\n", b"\r\n"))
+    heads = staged["chen"] / "heads.py"
+    heads.write_text(heads.read_text().replace("import torch\n", "import torch  # the library\n", 1))
+    for student in ("ivan", "lea"):  # the stubs, saved with CRLF: still the release's code
+        shutil.copy(LAB.release / "dropout.py", staged[student] / "dropout.py")
+        (staged[student] / "dropout.py").write_bytes((LAB.release / "dropout.py").read_bytes().replace(b"\n", b"\r\n"))
+    edited = similarity(LAB, staged)
+    assert [(p["module"], p["first"], p["second"]) for p in edited["pairs"]] == [("heads.py", "chen", "gus")]
+    assert marks(edited) == marks(plain)
+    assert own_code("import torch  # the library\nx = 1\n", {"import torch"}).split("\n")[0].strip() == ""
 
 
 def marks_on_token_boundaries(code: str) -> list[str]:
@@ -176,14 +203,14 @@ def test_each_fact_is_said_once_per_part():
 
 
 def test_a_diagnosis_is_explained_once():
-    """Wrong answers keep an entry each, but the relation sentence and the picture of one diagnosis
-    are shown once, by the first check seen that way, which names the others; a check with no
-    diagnosis keeps its picture."""
+    """Wrong answers keep an entry each, but the relation sentence of one diagnosis is shown once, by
+    the first check seen that way, which names the others, and its picture once, by the first of them
+    that has one (a shape compared has none); a check with no diagnosis keeps its picture."""
     picture = {"actual": [[1.0]], "expected": [[0.0]], "differ": [[1]], "slice": [], "rows": [0, 1], "cols": [0, 1],
                "shape": [1, 1], "mask": False}
 
     def check(name, relation=None, diagnoses=()):
-        said = f"\nSeen from the values: {relation}." if relation else ""
+        said = relation_sentence(relation) if relation else ""
         return {"part": "masking", "name": name, "hidden": False, "points": 1.0, "passed": False,
                 "message": f"{name}: 1 of 1 entries differ{said}", "about": "", "diagnoses": list(diagnoses),
                 "failure": {"kind": "wrong", "relation": relation, "picture": picture}}
@@ -191,15 +218,18 @@ def test_a_diagnosis_is_explained_once():
     turned = "your answer is the expected one transposed"
     checks = [check("test_a", turned, ["masking.tril_mask"]), check("test_b", turned, ["masking.tril_mask"]),
               check("test_c", None, ["masking.tril_mask"]), check("test_d", None, ["masking.tril_mask"]),
-              check("test_e", turned), check("test_f"), check("test_g")]
+              check("test_e", turned), check("test_f"), check("test_g"),
+              check("test_h", "your answer is the expected one negated"),  # a shape compared: no picture
+              check("test_i", "your answer is the expected one negated")]
+    checks[-2]["failure"]["picture"] = None
     record = {"student": "ann", "status": "graded", "notes": [], "checks": checks, "handed_in": True,
               "parts": {part: {"points": 0.0, "max_points": LAB.part(part).weight, "misconceptions": []}
                         for part in LAB.part_ids}}
     failed = next(p for p in feedback_view(LAB, record)["parts"] if p["id"] == "masking")["failed"]
-    assert [(f["name"], f["same"], f["picture"] is not None, turned in f["message"]) for f in failed] == [
+    assert [(f["name"], f["same"], f["picture"] is not None, "Seen from the values" in f["message"]) for f in failed] == [
         ("test_a", ["test_b"], True, True), ("test_b", [], False, False), ("test_c", ["test_d"], True, False),
         ("test_d", [], False, False), ("test_e", [], True, True), ("test_f", [], True, False),
-        ("test_g", [], True, False)]
+        ("test_g", [], True, False), ("test_h", ["test_i"], False, True), ("test_i", [], True, False)]
     page = feedback_markdown(LAB, record)
     assert page.count(turned) == 2 and "holds for 1 more check below (not repeated there): `test_b`." in page
 
@@ -333,6 +363,7 @@ def test_the_students_table_sorts_by_the_clicked_column(cohort_reports, tmp_path
 # Run in the page by Chromium: what spills out. The page must not scroll sideways in a 1280 px
 # window, no text of a picture may leave the picture, and a glyph written in a cell stays inside it.
 OVERFLOW = """<script>
+document.querySelectorAll("details").forEach(details => details.open = true);  // what opens must fit too
 const spills = [];
 if (document.documentElement.scrollWidth > document.documentElement.clientWidth)
   spills.push("the page is " + document.documentElement.scrollWidth + " px wide");

@@ -17,6 +17,7 @@ import torch
 from autograder.harness.remote import StudentError
 from autograder.judge.pictures import matrix_picture
 from autograder.judge.relations import relation
+from autograder.text import relation_sentence
 
 
 class CheckFailure(AssertionError):
@@ -39,7 +40,7 @@ def fail(message: str, *, actual=None, expected=None, differ=None, constants: di
     ``{"sqrt(d_k)": 2.0}``), and ``differ`` (the failing entries) makes a picture."""
     said = relation(actual, expected, constants) if expected is not None else None
     picture = matrix_picture(actual, expected, differ) if differ is not None else None
-    raise CheckFailure(message + (f"\nSeen from the values: {said}." if said else ""), said, picture)
+    raise CheckFailure(message + (relation_sentence(said) if said else ""), said, picture)
 
 
 def _index(flat: int, shape) -> list[int]:

@@ -68,9 +68,8 @@ def near_copies(similar: dict | None) -> dict[str, list[dict]]:
     copies: dict[str, list[dict]] = {}
     for group in (similar or {}).get("groups", []):
         for student in group["keys"]:
-            name = one_line(student)
-            closest = max((p for p in group["pairs"] if name in (p["first"], p["second"])), key=lambda p: p["similarity"])
-            other = closest["second"] if closest["first"] == name else closest["first"]
+            closest = max((p for p in group["pairs"] if student in p["keys"]), key=lambda p: p["similarity"])
+            other = closest["second"] if closest["keys"][0] == student else closest["first"]
             copies.setdefault(student, []).append(
                 {"text": f"near-copy: {group['module']}, {100 * closest['similarity']:.0f}% shared with {other}",
                  "anchor": "", "href": f"#{group['anchor']}"})

@@ -23,7 +23,7 @@ from autograder.judge.dependencies import dependencies, dependency_label, depend
 from autograder.lab import Lab
 from autograder.reports.heatmap import heatmap_svg
 from autograder.reports.records import NOT_HANDED_IN, handed_in, hidden_line, points
-from autograder.text import markdown_block, markdown_span, one_line, printable
+from autograder.text import markdown_block, markdown_span, one_line, printable, relation_sentence
 
 # Every value a page shows is made printable, then escaped: autoescape alone leaves control and
 # bidi characters (a file name's ESC or U+202E) raw in the page. Markup is HTML the kit built.
@@ -57,11 +57,12 @@ def once_per_fact(failed: list[dict]) -> list[dict]:
     """The failed public checks as the feedback lists them: one entry each, except that checks failing
     with the same message of a ``SAID_ONCE`` kind share the first one's entry (its points summed).
     Wrong answers keep an entry each (their values differ), but a diagnosis is explained once: the
-    first check seen to be, say, transposed keeps the sentence and the picture and names the others
-    (``same``); theirs leave both out."""
+    first check seen to be, say, transposed keeps the sentence and names the others (``same``), the
+    first of them with a picture keeps its picture; the rest leave both out."""
     shown: list[dict] = []
     first: dict[tuple[str, str], dict] = {}  # (kind, message): its entry
-    explained: dict[tuple, dict] = {}  # a diagnosis: the entry that shows it
+    explained: dict[tuple, dict] = {}  # a diagnosis: the entry that explains it
+    pictured: set[tuple] = set()  # the diagnoses whose picture is shown
     for check in failed:
         failure = check.get("failure") or {}
         entry = {"name": check["name"], "points": check["points"], "about": check.get("about", ""),
@@ -77,13 +78,16 @@ def once_per_fact(failed: list[dict]) -> list[dict]:
         if kind in SAID_ONCE:
             first[kind, entry["message"]] = entry
         seen = diagnosis(check)
-        if seen and seen in explained:
+        if seen in explained:
             explained[seen]["same"].append(check["name"])
-            entry["picture"] = None
-            if failure.get("relation"):  # the sentence the judge appended (judge.checks.fail)
-                entry["message"] = entry["message"].replace(f"\nSeen from the values: {failure['relation']}.", "")
+            if failure.get("relation"):
+                entry["message"] = entry["message"].replace(printable(relation_sentence(failure["relation"])), "")
         elif seen:
             explained[seen] = entry
+        if seen and entry["picture"]:
+            if seen in pictured:
+                entry["picture"] = None
+            pictured.add(seen)
         shown.append(entry)
     return shown
 

@@ -53,6 +53,8 @@ class StableFingerprint(CodeFingerprint):
 
     def __init__(self, name: str, code: str):
         super().__init__(name, NOISE, WINDOW, fp=io.StringIO(code))
+        # copydetect's tokenizer (Pygments' get_tokens) drops leading newlines: its slices start after them.
+        self.lead = len(code) - len(code.lstrip("\n"))
         grams = [self.filtered_code[i:i + NOISE] for i in range(len(self.filtered_code) - NOISE + 1)]
         self.hash_idx: dict[int, list[int]] = {}
         if grams:
@@ -78,24 +80,24 @@ def blank(text: str, spans) -> str:
 
 
 def given_lines(stub: Path) -> set[str]:
-    """The release's code lines of a module, stripped (its docstrings and comments are blanked anyway)."""
+    """The release's code lines of a module, stripped, without its docstrings and comments."""
     if not stub.is_file():
         return set()
-    text = stub.read_text()
-    return {line.strip() for line in own_code(text, set()).splitlines() if line.strip()}
+    return {line.strip() for line in own_code(read_module(stub), set()).splitlines() if line.strip()}
 
 
 def own_code(text: str, given: set[str]) -> str:
     """The module with what the student did not write blanked out: docstrings, comments, and every
-    line the release gives word for word (imports, signatures). Spaces replace them and newlines
-    stay, so every position still points into the module as handed in."""
-    spans = [(start, end) for start, end, kind in tokens(text) if kind in String.Doc or kind in Comment]
-    offset = 0
-    for line in text.splitlines(keepends=True):
+    line the release gives word for word (imports, signatures; a comment of the student's after one
+    does not make it theirs). Spaces replace them and newlines stay, so every position still points
+    into the module as handed in."""
+    code = blank(text, [(start, end) for start, end, kind in tokens(text) if kind in String.Doc or kind in Comment])
+    spans, offset = [], 0
+    for line in code.splitlines(keepends=True):
         if line.strip() in given:
             spans.append((offset, offset + len(line)))
         offset += len(line)
-    return blank(text, spans)
+    return blank(code, spans)
 
 
 def highlighted(text: str, own: str, slices) -> str:
@@ -122,15 +124,20 @@ def name_of(student: str | None) -> str:
     return "the reference solution" if student is REFERENCE else one_line(student)
 
 
-def baseline_of(shares: list[float]) -> float:
-    """The share a typical pair of the module has in common: the median, when there are enough pairs."""
-    return statistics.median(shares) if len(shares) >= BASELINE_PAIRS else 0.0
+def baseline_of(shares: list[float]) -> float | None:
+    """What a typical pair of students shares in a module: the median, when there are enough pairs."""
+    return statistics.median(shares) if len(shares) >= BASELINE_PAIRS else None
 
 
-def stands_out(shared: float, baseline: float, threshold: float = THRESHOLD) -> bool:
+def stands_out(shared: float, baseline: float | None, threshold: float = THRESHOLD) -> bool:
     """Listed: beyond the threshold, and more than half the way from the baseline to everything (a
     module whose typical pair shares 80% lists only pairs sharing more than 90%)."""
-    return shared > max(threshold, baseline + (1 - baseline) / 2)
+    return shared > max(threshold, (baseline or 0.0) + (1 - (baseline or 0.0)) / 2)
+
+
+# A baseline this high says most of the class hands in the same code: short answers that converge, or
+# code passed around. No pair stands out then, so the report says it of the module.
+CONVERGED = 0.6
 
 
 def closest_pairs(members: set, pairs: list[dict]) -> list[dict]:
@@ -161,26 +168,32 @@ def fingerprints(lab: Lab, module: str, staged: dict[str, Path]) -> dict:
     prints = {}
     for student, path in sources:
         if path.is_file() and not path.is_symlink():
-            text = printable(path.read_bytes().decode("utf-8", errors="replace"))
+            text = read_module(path)
             own = own_code(text, given)
-            try:
-                fingerprint = StableFingerprint(module, own)
-            except Exception:  # noqa: BLE001 - code the tokenizer cannot read is compared with no one, nothing more
-                continue
+            fingerprint = StableFingerprint(module, own)
             if fingerprint.hashes:
                 prints[student] = (fingerprint, text, own)
     return prints
 
 
+def read_module(path: Path) -> str:
+    """A module's text with one kind of line ending (a Windows editor's CRLF must neither hide a copy
+    nor make the given lines the student's), control characters spelled out."""
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    return printable(text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
 def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) -> dict:
     """``{"pairs": [...], "groups": [...], "modules": [...]}``. A pair: ``{"module", "first", "second",
-    "similarity", "above"}`` (``above``: how far above the module's baseline, as a share of the way to
+    "keys", "similarity", "above"}`` (``keys``: the two students' folder names, :data:`REFERENCE` for the
+    reference solution; ``above``: how far above the module's baseline, as a share of the way to
     everything), the pairs that stand out only, most above first. A group: ``{"module", "members",
     "with_reference", "pairs", "anchor", "keys"}``, the students (and the reference solution, when a
     submission copies it) linked by such pairs in one module, groups of students alone first; its
-    ``pairs`` are the closest ones (:func:`closest_pairs`), the first of them with ``first_code`` and
-    ``second_code``: HTML-escaped, the shared stretches in ``<mark>``. A module: ``{"module",
-    "compared", "baseline", "listed"}``."""
+    ``pairs`` are the closest ones (:func:`closest_pairs`), the first :data:`SHOWN_SIDE_BY_SIDE` of all
+    groups with ``first_code`` and ``second_code``: HTML-escaped, the shared stretches in ``<mark>``.
+    A module: ``{"module", "compared"`` (students who wrote some of it), ``"baseline"`` (None: too
+    few pairs), ``"converged"``, ``"listed"}``."""
     pairs, groups, modules = [], [], []
     for module in lab.modules:
         prints = fingerprints(lab, module, staged)
@@ -189,12 +202,19 @@ def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) 
             overlap, (share_a, share_b), slices = compare_files(first, second)
             compared.append({"module": module, "first": name_of(a), "second": name_of(b),
                              "similarity": float(min(share_a, share_b)) if overlap else 0.0,
-                             "keys": (a, b), "texts": (text_a, text_b), "own": (own_a, own_b), "slices": slices})
-        baseline = baseline_of([p["similarity"] for p in compared])
+                             "keys": (a, b), "texts": (text_a, text_b), "own": (own_a, own_b), "slices": slices,
+                             "prints": (first, second)})
+        # The reference is not one of the class: a class copying it must not make copying typical.
+        baseline = baseline_of([p["similarity"] for p in compared if REFERENCE not in p["keys"]])
         found = [p for p in compared if stands_out(p["similarity"], baseline, threshold)]
         for pair in found:
-            pair["above"] = (pair["similarity"] - baseline) / (1 - baseline)
-        modules.append({"module": module, "compared": len(prints), "baseline": baseline, "listed": len(found)})
+            pair["above"] = (pair["similarity"] - (baseline or 0.0)) / (1 - (baseline or 0.0))
+        for pair in compared:  # copydetect's positions count from after the leading newlines
+            leads = (fingerprint.lead for fingerprint in pair.pop("prints"))
+            pair["slices"] = tuple(cut + lead for cut, lead in zip(pair["slices"], leads))
+        modules.append({"module": module, "compared": sum(key is not REFERENCE for key in prints),
+                        "baseline": baseline, "converged": baseline is not None and baseline >= CONVERGED,
+                        "listed": len(found)})
         linked = {student: {student} for student in prints}
         for pair in found:
             group = linked[pair["keys"][0]] | linked[pair["keys"][1]]
@@ -216,6 +236,6 @@ def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) 
                 highlighted(text, own, slices) for text, own, slices in zip(pair["texts"], pair["own"], pair["slices"]))
             shown += 1
     for pair in pairs:
-        for internal in ("keys", "texts", "own", "slices"):
+        for internal in ("texts", "own", "slices"):
             del pair[internal]
     return {"pairs": sorted(pairs, key=lambda p: -p["above"]), "groups": groups, "modules": modules}

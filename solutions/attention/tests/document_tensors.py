@@ -36,7 +36,7 @@ class Printed:
     @property
     def provenance(self) -> str:
         """Where a student finds the tensor: the document by its number and title, then the cell."""
-        return f"document {self.document[:3]} ({TITLES[self.document]}), {self.cell}"
+        return f'document {self.document[:3]} ("{TITLES[self.document]}"), {self.cell}'
 
 
 D000 = "000_a968188e794c0158.txt"
@@ -44,10 +44,10 @@ D001 = "001_fa43dfd7e4e3f837.txt"
 D002 = "002_44dddd5f4ab2f57c.txt"
 D003 = "003_5b9bd64e4d5ab2f8.txt"
 D004 = "004_639720769d10f263.txt"
-# What students call the documents (their file names are the course's storage, not in the bundle).
-TITLES = {D000: "the chapter-3 walkthrough", D001: "the attention-and-transformers notebook",
-          D002: "the mathematical trick in self-attention", D003: "the chapter-3 implementation notes",
-          D004: "the attention summary page"}
+# Each document's own first heading, what a student finds it by (the file names are the course's
+# storage, not in the student's bundle).
+TITLES = {D000: "The problem with modeling long sequences", D001: "What is Attention?",
+          D002: "Attention is all you need", D003: "Attention Mechanisms (chapter 3)", D004: "4. Attention Mechanisms"}
 
 # -- inputs the documents define (given to student code by the checks) ------------------------
 
