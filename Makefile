@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
+DEV_READY := $(VENV)/.dev-requirements-installed
 LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
-.PHONY: help grade bench test check new-lab release solutions student-bundle gradescope-zip clean
+.PHONY: help grade bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
 .DEFAULT_GOAL := help
 
 ## make help: these commands, one line each
@@ -30,9 +31,20 @@ grade: $(READY)
 bench: $(READY)
 	$(PY) -m autograder bench $(LAB_OPTION) $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
 
-## make test: the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
-test: $(READY)
+# The linter only the kit's own checks need: not in requirements.txt, which bundles ship.
+$(DEV_READY): requirements-dev.txt $(READY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+## make test: the linter, then the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
+test: $(DEV_READY)
+	$(PY) -m ruff check .
 	$(PY) -m pytest tests -n auto --maxprocesses=4
+
+## make test-fast: the unit tests, in seconds (nothing graded, no browser, notebook or process): after every change
+test-fast: $(DEV_READY)
+	$(PY) -m ruff check .
+	$(PY) -m pytest tests -m "not slow" -n auto --maxprocesses=4
 
 ## make check [LAB=name] [PART=part] [SUBMISSION=dir] [VERBOSE=1]: run the checks on a student's modules
 check: $(READY)

@@ -46,7 +46,7 @@ class Lab:
     parts: tuple[Part, ...]
 
     @classmethod
-    def load(cls, folder: Path) -> "Lab":
+    def load(cls, folder: Path) -> Lab:
         """The lab declared in ``folder/lab.toml`` (a lab's source, release or reference folder)."""
         path = Path(folder) / DECLARATION
         try:

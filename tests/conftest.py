@@ -1,12 +1,14 @@
 """Shared paths and the one way the kit's tests grade a folder: the real command line."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from autograder.lab import Lab, all_labs
 
@@ -31,9 +33,10 @@ def grade(submission: Path, results: Path, part: str | None = None, lab: Lab = L
     return json.loads(results.read_text())
 
 
-def submission_with(tmp_path: Path, replacements: dict[str, str | None], lab: Lab = LAB) -> Path:
-    """The reference modules, with some replaced by the given text (None: deleted)."""
-    folder = tmp_path / "submission"
+def submission_with(tmp_path: Path, replacements: dict[str, str | None], lab: Lab = LAB,
+                    name: str = "submission") -> Path:
+    """``tmp_path / name``: the reference modules, with some replaced by the given text (None: deleted)."""
+    folder = tmp_path / name
     folder.mkdir(parents=True)
     for module in lab.reference.glob("*.py"):
         shutil.copy(module, folder / module.name)
@@ -43,6 +46,20 @@ def submission_with(tmp_path: Path, replacements: dict[str, str | None], lab: La
             target.unlink()
         else:
             target.write_text(text, encoding="utf-8")
+    return folder
+
+
+def once_per_run(tmp_path_factory, name: str, build) -> Path:
+    """A folder ``build(folder)`` fills once per test run, whichever xdist worker asks first: the
+    others wait on its lock and reuse it (pytest-xdist's recipe for session data computed once)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name  # the run's, not the worker's
+    with FileLock(f"{folder}.lock"):
+        if not (folder / ".built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            build(folder)
+            (folder / ".built").touch()
     return folder
 
 

@@ -21,9 +21,12 @@ import textwrap
 from pathlib import Path
 
 import mistune
+import pytest
 
 from autograder.harness import cgroup, sandbox
 from conftest import KIT, LAB, SOLUTIONS
+
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 HONEST = "b_honest"
 

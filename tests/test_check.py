@@ -5,7 +5,11 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from conftest import CHECKS, KIT, RELEASE, SOLUTIONS
+
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 
 def check(submission, *options):

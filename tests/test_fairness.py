@@ -17,7 +17,9 @@ import sys
 import pytest
 
 from autograder.lab import Lab
-from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, submission_with
+from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, once_per_run, submission_with
+
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 FULL = {"scores": 10, "softmax": 15, "projections": 20, "masking": 20, "dropout": 10, "heads": 25}
 LOOP = "    while True:\n        pass\n"
@@ -59,18 +61,21 @@ MASKING_MISTAKES = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def graded(tmp_path_factory):
-    cohort = tmp_path_factory.mktemp("cohort")
-    for student, (module, appended, *_) in {**MISTAKES, **MASKING_MISTAKES}.items():
-        folder = cohort / student / "attention"
-        shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
-        (folder / f"{module}.py").write_text((folder / f"{module}.py").read_text() + appended)
-    out = tmp_path_factory.mktemp("out")
-    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
-                          "--jobs", "2", "--force"], cwd=KIT, capture_output=True, text=True, timeout=1200)
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = out / LAB.name  # the lab's reports
+    """The cohort of MISTAKES and MASKING_MISTAKES graded by `make grade`'s command, once per run."""
+    def build(shared):
+        cohort = shared / "cohort"
+        for student, (module, appended, *_) in {**MISTAKES, **MASKING_MISTAKES}.items():
+            folder = cohort / student / "attention"
+            shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
+            (folder / f"{module}.py").write_text((folder / f"{module}.py").read_text() + appended)
+        run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out",
+                              str(shared / "out"), "--jobs", "2", "--force"], cwd=KIT, capture_output=True, text=True,
+                             timeout=1200)
+        assert run.returncode == 0, run.stderr[-3000:]
+
+    out = once_per_run(tmp_path_factory, "fairness", build) / "out" / LAB.name  # the lab's reports
     return out, {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
 
 

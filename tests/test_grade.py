@@ -16,6 +16,8 @@ from autograder.batch import grade as batch
 from autograder.batch.grade import grade
 from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS
 
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+
 DEMO = KIT / "examples" / "submitted"
 FULL_MARKS = {"ada", "ben", "chen"}
 

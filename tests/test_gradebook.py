@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from nbgrader.api import Gradebook
 
 from conftest import KIT
+
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 DEMO = KIT / "examples" / "submitted"
 

@@ -1,5 +1,6 @@
 """The checks grade correctly: reference 100, stubs 0, each wrong module caught, breakage contained."""
 
+import io
 import json
 import os
 import subprocess
@@ -10,9 +11,12 @@ import pytest
 import torch
 
 from autograder.authoring.release import hidden_line_ranges
+from autograder.batch.grade import grade as grade_cohort
 from autograder.harness.remote import RemoteCode
 from autograder.judge.misconceptions import Diagnoser, Misconception, load_catalogue
-from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS, WRONG_MODULES, grade, submission_with
+from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS, WRONG_MODULES, grade, once_per_run, submission_with
+
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 
 def failed(results: dict, part: str | None = None) -> dict[str, str]:
@@ -118,25 +122,12 @@ def used_part_mistakes():
                 yield pytest.param(lab, part, mistake, id=f"{lab.name}-{part}-{mistake.name}")
 
 
-@pytest.mark.parametrize("lab, part, mistake", list(used_part_mistakes()))
-def test_a_mistake_costs_the_parts_built_on_it_at_most_their_end_to_end_share(tmp_path, lab, part, mistake):
-    """One mistake costs one mistake: a part built on the mistaken one is judged on its own wiring, and
-    loses at most the points of its declared end-to-end checks."""
-    submission = submission_with(tmp_path, {part: mistake.apply((lab.reference / f"{part}.py").read_text())}, lab)
-    results = grade(submission, tmp_path / "results.json", lab=lab)
-    points = tomllib.loads((lab.checks / "points.toml").read_text())
-    for user in (p for p in lab.parts if part in p.uses):
-        row = results["parts"][user.id]
-        share = sum(points[user.id][check] for check in user.end_to_end)
-        assert row["max_points"] - row["points"] <= share, (user.id, failed(results, user.id))
-
-
-def wrong_module_cases():
+def wrong_modules():
+    """``(lab, part, mistake, its entry in mistakes.toml)`` for every module of the corpus."""
     for lab in LABS:
         for manifest in sorted((WRONG_MODULES / lab.name).glob("*/mistakes.toml")):
-            part = manifest.parent.name
             for mistake, entry in tomllib.loads(manifest.read_text()).items():
-                yield pytest.param(lab, part, mistake, entry, id=f"{lab.name}-{part}-{mistake}")
+                yield lab, manifest.parent.name, mistake, entry
 
 
 def known_mistake(part: str, name: str, lab=LAB) -> Misconception | None:
@@ -151,11 +142,49 @@ def wrong_module(lab, part: str, mistake: str) -> str:
     return known.apply((lab.reference / f"{part}.py").read_text())
 
 
-@pytest.mark.parametrize("lab, part, mistake, entry", list(wrong_module_cases()))
-def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, lab, part, mistake, entry):
-    submission = submission_with(tmp_path, {part: wrong_module(lab, part, mistake)}, lab)
-    results = grade(submission, tmp_path / "results.json", part=part, lab=lab)
-    assert set(entry["fails"]) <= set(failed(results, part)), failed(results, part)
+@pytest.fixture(scope="session")
+def wrong_modules_graded(tmp_path_factory) -> dict[tuple[str, str, str], dict]:
+    """Every wrong module of the corpus (every known mistake among them), each the reference with that
+    one module replaced, graded as one cohort per lab through the lanes, as a class is: one warm
+    judge per lane instead of a cold ``autograder check`` per module. ``{(lab, part, mistake): the
+    student's summary.json}``, graded once per run (:func:`conftest.once_per_run`)."""
+    def build(shared):
+        for lab in LABS:
+            cohort = shared / "cohort" / lab.name
+            for case_lab, part, mistake, _ in wrong_modules():
+                if case_lab is lab:
+                    submission_with(cohort / f"{part}-{mistake}", {part: wrong_module(lab, part, mistake)}, lab,
+                                    name=lab.name)
+            grade_cohort(lab, cohort, shared / "graded" / lab.name, jobs=2, stream=io.StringIO())
+
+    shared = once_per_run(tmp_path_factory, "wrong-modules", build)
+    return {(lab.name, part, mistake): json.loads(
+        (shared / "graded" / lab.name / "students" / f"{part}-{mistake}" / "summary.json").read_text())
+        for lab, part, mistake, _ in wrong_modules()}
+
+
+def failed_in(summary: dict, part: str) -> dict[str, str]:
+    """A graded student's failed checks of ``part``: their messages (hidden ones blank) by name."""
+    return {c["name"]: c["message"] for c in summary["checks"] if c["part"] == part and not c["passed"]}
+
+
+@pytest.mark.parametrize("lab, part, mistake", list(used_part_mistakes()))
+def test_a_mistake_costs_the_parts_built_on_it_at_most_their_end_to_end_share(wrong_modules_graded, lab, part, mistake):
+    """One mistake costs one mistake: a part built on the mistaken one is judged on its own wiring, and
+    loses at most the points of its declared end-to-end checks."""
+    results = wrong_modules_graded[lab.name, part, mistake.name]
+    points = tomllib.loads((lab.checks / "points.toml").read_text())
+    for user in (p for p in lab.parts if part in p.uses):
+        row = results["parts"][user.id]
+        share = sum(points[user.id][check] for check in user.end_to_end)
+        assert row["max_points"] - row["points"] <= share, (user.id, failed_in(results, user.id))
+
+
+@pytest.mark.parametrize("lab, part, mistake, entry", [pytest.param(*case, id=f"{case[0].name}-{case[1]}-{case[2]}")
+                                                       for case in wrong_modules()])
+def test_wrong_module_fails_the_checks_that_catch_it(wrong_modules_graded, lab, part, mistake, entry):
+    results = wrong_modules_graded[lab.name, part, mistake]
+    assert set(entry["fails"]) <= set(failed_in(results, part)), failed_in(results, part)
     # No hidden surprises: hidden checks vary inputs, so what one of them catches a public check catches too.
     failing = [c for c in results["checks"] if c["part"] == part and not c["passed"]]
     if any(c["hidden"] for c in failing) and not entry.get("keyed_to_public_inputs"):
@@ -167,13 +196,13 @@ def test_wrong_module_fails_the_checks_that_catch_it(tmp_path, lab, part, mistak
         assert results["reaches"] and row["points"] < row["max_points"], results["reaches"]
     else:
         assert 0 < row["points"] < row["max_points"], "a single mistake earns partial points"
-    named = {d["id"] for c in results["checks"] for d in c["diagnoses"]}
+    checks = [c for c in results["checks"] if c["part"] == part]  # the parts built on it: the test above
+    named = {mistake_id for c in checks for mistake_id in c.get("diagnoses", [])}
     assert not named & set(entry.get("not_diagnosed", [])), named
     if known_mistake(part, mistake, lab):
         # Every check failed on values is diagnosed, with this mistake among the matches (one the
         # student's code raised in names no mistake: an exception alone says nothing).
-        diagnosed = {c["check"]: {d["id"] for d in c["diagnoses"]} for c in results["checks"]
-                     if not c["passed"] and c["failure"]["kind"] == "wrong"}
+        diagnosed = {c["name"]: set(c["diagnoses"]) for c in checks if not c["passed"] and c["failure"]["kind"] == "wrong"}
         assert {check for check, ids in diagnosed.items() if f"{part}.{mistake}" not in ids} == set(), diagnosed
 
 

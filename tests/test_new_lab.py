@@ -12,6 +12,8 @@ from nbclient import NotebookClient
 
 from conftest import KIT
 
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+
 
 def kit_command(kit, *args, check=True):
     """The CLI of a copy of the kit (its own source/, assignments/, solutions/)."""

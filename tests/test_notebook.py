@@ -12,6 +12,8 @@ from nbclient import NotebookClient
 
 from autograder.judge.misconceptions import load_catalogue
 
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+
 
 @dataclass(frozen=True)
 class Expected:

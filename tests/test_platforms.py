@@ -21,6 +21,8 @@ from autograder.authoring.release import hidden_line_ranges, solution_line_range
 from conftest import KIT, LAB, PARTS, RELEASE, SOLUTIONS
 from test_release import secret_lines
 
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
 DEMO = KIT / "examples" / "submitted"
 SCHEMA = json.loads((Path(__file__).parent / "gradescope_results.schema.json").read_text())

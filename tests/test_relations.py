@@ -64,6 +64,7 @@ def test_any_scaling_is_found_and_named_by_its_value(seed, factor):
     assert said and "multiplied by" in said
 
 
+@pytest.mark.slow
 def test_a_softmax_over_dim_0_is_diagnosed_in_the_feedback(tmp_path):
     """The issue's case: its only message was "expected 0.0900, got 1.0000" in the stability check."""
     reference = (submission_with(tmp_path / "ref", {}) / "softmax.py").read_text()

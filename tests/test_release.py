@@ -11,6 +11,8 @@ from autograder.authoring.release import (build, course_config, hidden_line_rang
                                 solution_line_ranges)
 from conftest import KIT, LABS
 
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+
 
 def lines_in(text: str, spans: list[range]) -> set[str]:
     numbered = text.split("\n")

@@ -36,6 +36,7 @@ def checked(student: RemoteCode, replays: Replays, check) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_every_check_starts_from_fresh_handles():
     student = RemoteCode(SOLUTIONS)
     try:
@@ -47,6 +48,7 @@ def test_every_check_starts_from_fresh_handles():
         student.close()
 
 
+@pytest.mark.slow
 def test_a_check_is_replayed_only_for_the_same_answers_and_the_same_source(tmp_path):
     scores = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
 
@@ -116,6 +118,7 @@ def teardown_module():
 '''
 
 
+@pytest.mark.slow
 def test_property_examples_do_not_depend_on_where_the_checks_run(tmp_path):
     """`make check`, a grading lane and Gradescope import different kit modules, and GitHub
     Classroom's runners set the CI variable; the examples a seed draws must not change with
@@ -146,6 +149,7 @@ def normalize_sum(scores, dim=-1):
 '''
 
 
+@pytest.mark.slow
 def test_a_time_out_during_a_replay_fails_the_check_once_and_is_not_remembered(tmp_path):
     scores = torch.tensor([1.0, 3.0])
 
@@ -171,6 +175,7 @@ def test_a_time_out_during_a_replay_fails_the_check_once_and_is_not_remembered(t
         slow.close()
 
 
+@pytest.mark.slow
 def test_a_check_that_asks_otherwise_for_the_same_answers_is_never_replayed_again(tmp_path):
     """Replay rests on checks being deterministic; one that is not is caught and left alone."""
     scores = torch.tensor([[1.0, 2.0], [3.0, 4.0]])

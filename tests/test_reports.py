@@ -151,6 +151,7 @@ def test_the_shared_code_is_marked_on_token_boundaries_and_never_on_given_code()
     assert marks_on_token_boundaries("tor<mark>ch.nn</mark>") == ["ch.nn"]  # the measure itself can fail
 
 
+@pytest.mark.slow
 def test_similarity_is_the_same_in_every_process():
     """copydetect hashes with Python's hash(), salted per process: the kit's fingerprints must not be."""
     script = ("import json, sys; sys.path.insert(0, 'tests'); from test_reports import staged_demo, similarity, LAB; "
@@ -255,6 +256,7 @@ def cohort_reports(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_the_class_report_links_flags_and_lists_near_copies(cohort_reports):
     report = (cohort_reports / "report.html").read_text()
     for student in ("ann", "bo", "cy", "dee"):
@@ -277,6 +279,7 @@ def test_the_class_report_links_flags_and_lists_near_copies(cohort_reports):
     assert "near-copy: softmax.py, 100% shared with" in cy
 
 
+@pytest.mark.slow
 def test_a_student_who_handed_nothing_in_is_not_a_green_zero(cohort_reports):
     """Not handed in is its own state: 0 of the lab's real maximum, said first, in red, and left out of
     the class's figures (a 0 would pull the means down), listed apart."""
@@ -301,6 +304,7 @@ def test_a_student_who_handed_nothing_in_is_not_a_green_zero(cohort_reports):
     assert "eve,0,0,0,0,0,0,0,100,not handed in," in (cohort_reports / "grades.csv").read_text()
 
 
+@pytest.mark.slow
 def test_a_mask_mistake_is_pictured_for_public_checks_only(cohort_reports):
     summary = json.loads((cohort_reports / "students" / "cy" / "summary.json").read_text())
     failed = [c for c in summary["checks"] if not c["passed"]]
@@ -324,6 +328,7 @@ def render(page, tmp_path, fragment: str = "") -> tuple[str, str]:
     return run.stdout, "\n".join(console)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
 def test_the_reports_render_in_a_real_browser(cohort_reports, tmp_path):
     dom, console = render(cohort_reports / "report.html", tmp_path, "#similar-1")
@@ -343,6 +348,7 @@ def test_the_reports_render_in_a_real_browser(cohort_reports, tmp_path):
     assert console == "" and 'id="not-handed-in"' in dom and 'class="none" id="total"' in dom
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
 def test_the_students_table_sorts_by_the_clicked_column(cohort_reports, tmp_path):
     """The report's own script, run by Chromium: one click on "total" sorts up, a second one down."""
@@ -391,6 +397,7 @@ def spills(page, tmp_path) -> list[str]:
     return json.loads(found.group(1).replace("&quot;", '"'))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
 def test_a_picture_with_nan_on_a_sequential_scale_reads_in_a_browser(tmp_path):
     """Weights with NaN, +inf and a long value, on a feedback page in Chromium: a sequential scale

@@ -15,6 +15,8 @@ from autograder.harness.cgroup import Hierarchy, find_hierarchy
 from autograder.harness.remote import RemoteCode, StudentError
 from conftest import CHECKS, KIT, SOLUTIONS, grade, submission_with
 
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+
 
 def hostile(tmp_path, body: str, name: str = "scores") -> RemoteCode:
     """A submission whose ``<name>.py`` is ``body``; its functions run confined, 3 s per call."""

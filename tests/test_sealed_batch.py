@@ -16,12 +16,16 @@ import stat
 import unicodedata
 from pathlib import Path
 
+import pytest
+
 from autograder.batch.grade import MAX_NOTE_CHARS, MAX_NOTES, Submission, grade, stage
 from autograder.reports.class_report import class_report
 from autograder.reports.feedback import feedback_html, feedback_markdown, gradescope
 from autograder.reports.records import grades_csv, student_record
 from conftest import LAB, RELEASE, SOLUTIONS
 from test_boundary import run_grade
+
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 HONEST, STUB = "b_honest", "c_stub"
 RAW = ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")  # what printable() spells out; no output may hold one raw

@@ -13,11 +13,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from bs4 import BeautifulSoup
 
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.lab import Lab
 from conftest import KIT, LAB
+
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 TRANSFORMER = Lab.load(KIT / "source" / "transformer")
 

@@ -136,7 +136,7 @@ class Zygote:
     zygote is replaced.
     """
 
-    _shared: "Zygote | None" = None
+    _shared: Zygote | None = None
 
     def __init__(self):
         control, child_end = socket.socketpair()
@@ -149,7 +149,7 @@ class Zygote:
         self.uids = sandbox.UidPool() if os.getuid() == 0 else None
 
     @classmethod
-    def shared(cls) -> "Zygote":
+    def shared(cls) -> Zygote:
         if cls._shared is None or cls._shared.proc.poll() is not None:
             cls._shared = cls()
         return cls._shared
@@ -402,7 +402,7 @@ class RemoteCode:
             "loaded": set()}
 
     # -- the calls checks make ------------------------------------------------------------
-    def __getattr__(self, module: str) -> "RemoteModule":
+    def __getattr__(self, module: str) -> RemoteModule:
         if module.startswith("_"):
             raise AttributeError(module)
         return RemoteModule(self, module)
@@ -418,12 +418,12 @@ class RemoteCode:
         finally:
             self._shared["forbid"] = before
 
-    def seeded(self, seed: int) -> "RemoteCode":
+    def seeded(self, seed: int) -> RemoteCode:
         """The same submission, with every call made right after ``torch.manual_seed(seed)``."""
         return RemoteCode(self.root, self.timeout, self.confined, self.budget, seed=seed, total_budget=self.total_budget,
                           _shared=self._shared)
 
-    def stream(self, seed: int) -> "RemoteCode":
+    def stream(self, seed: int) -> RemoteCode:
         """The same submission, its calls drawing on one random stream: the first right after
         ``torch.manual_seed(seed)``, each later one where the previous left the RNG (as the calls
         inside one forward pass draw). A judge composing a layer's forward pass from its
@@ -432,7 +432,7 @@ class RemoteCode:
         view._streaming = True
         return view
 
-    def build_in_order(self, seed: int, *specs) -> list["Handle"]:
+    def build_in_order(self, seed: int, *specs) -> list[Handle]:
         """Construct ``(target, *args)`` specs one after another after a single ``manual_seed``."""
         wire = [[spec[0], list(spec[1:]), {}] for spec in specs]
         built = self.request({"op": "build", "specs": wire, "seed": seed}, wrap=False)
@@ -543,13 +543,13 @@ class RemoteCode:
         self._shared["check_bytes"] = 0
         self._shared["recording"] = Recording() if record else None
 
-    def end_check(self) -> "Recording":
+    def end_check(self) -> Recording:
         """What the check sent and got since :meth:`begin_check` (empty when not recording)."""
         recording, self._shared["recording"] = self._shared["recording"], None
         self._shared["answered"].clear()
         return recording or Recording()
 
-    def preanswer(self, frame: bytes, answer: "bytes | StudentError") -> None:
+    def preanswer(self, frame: bytes, answer: bytes | StudentError) -> None:
         """``frame`` was already asked (by a replay): the check's own identical request gets
         ``answer`` without asking again, so the worker sees each request once."""
         self._shared["answered"].append((frame, answer))
@@ -777,7 +777,7 @@ class RemoteModule:
     def __init__(self, student: RemoteCode, module: str):
         self._student, self._module = student, module
 
-    def __getattr__(self, name: str) -> "RemoteFunction":
+    def __getattr__(self, name: str) -> RemoteFunction:
         if name.startswith("_"):
             raise AttributeError(name)
         return RemoteFunction(self._student, f"{self._module}.{name}")
@@ -826,7 +826,7 @@ class Handle:
         return self._student.request({"op": "method", "handle": self._ref.id, "name": name,
                                       "args": list(args), "kwargs": kwargs, "target": f"{self.origin}.{name}"})
 
-    def submodule(self, name: str) -> "Handle":
+    def submodule(self, name: str) -> Handle:
         """The submodule ``name`` ("body", "layers.0") of this module, as a handle of its own."""
         ref = self._student.request({"op": "method", "handle": self._ref.id, "name": "submodule", "args": [name],
                                      "kwargs": {}, "target": f"{self.origin}.submodule"}, wrap=False)
@@ -837,16 +837,16 @@ class Handle:
     def __call__(self, *args, **kwargs):
         return self._method("forward", *args, **kwargs)
 
-    def using(self, student: RemoteCode) -> "Handle":
+    def using(self, student: RemoteCode) -> Handle:
         """This module, its calls made through ``student`` (a seeded or streaming view of the same
         submission)."""
         return Handle(student, self._ref, self.origin)
 
-    def train(self, mode: bool = True) -> "Handle":
+    def train(self, mode: bool = True) -> Handle:
         self._method("train", mode)
         return self
 
-    def eval(self) -> "Handle":
+    def eval(self) -> Handle:
         return self.train(False)
 
     def state_dict(self) -> dict:

@@ -76,7 +76,8 @@ def serve(control: socket.socket) -> None:
         output, output_end = os.pipe()
         try:
             pid = sandbox.spawn(confinement, worker_end, output_end,
-                                lambda report: worker.run(confinement.submission, worker_end, report))
+                                # spawn runs it in the child it forks, before this loop moves on
+                                lambda report: worker.run(confinement.submission, worker_end, report))  # noqa: B023
         except OSError as exc:
             control.sendall(json.dumps({"id": request["id"], "error": str(exc)}).encode() + b"\n")
         else:

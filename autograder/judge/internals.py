@@ -261,7 +261,7 @@ def scan_submission(folder: Path, modules: Iterable[str]) -> list[Reach]:
             break
         exports.update(found)
     reaches = []
-    for stem, (name, data) in sources.items():
+    for name, data in sources.values():
         reaches += _scan(data, name, own, exports)
     return reaches
 
