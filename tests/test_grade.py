@@ -9,12 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
 from autograder.batch import grade as batch
 from autograder.batch.grade import grade
-from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS
+from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS, once_per_run
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -26,17 +27,23 @@ def rows(out):
     return {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def course(tmp_path_factory):
-    """`make grade` on the demo cohort: every lab it holds."""
-    out = tmp_path_factory.mktemp("grades")
-    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(DEMO), "--out", str(out),
-                          "--jobs", "2"], cwd=KIT, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return out, run
+    """`make grade` on the demo cohort: every lab it holds; its reports and what it printed (stdout,
+    stderr), once per test run."""
+    def build(shared):
+        run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(DEMO), "--out",
+                              str(shared / "grades"), "--jobs", "2"], cwd=KIT, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+        (shared / "stdout").write_text(run.stdout)
+        (shared / "stderr").write_text(run.stderr)
+
+    shared = once_per_run(tmp_path_factory, "demo-course", build)
+    printed = types.SimpleNamespace(stdout=(shared / "stdout").read_text(), stderr=(shared / "stderr").read_text())
+    return shared / "grades", printed
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demo(course):
     return course[0] / LAB.name, course[1]  # the first lab's reports
 

@@ -18,7 +18,7 @@ from autograder.reports.heatmap import NEGATIVE, heatmap_svg
 from autograder.reports.histogram import bins, histogram_svg
 from autograder.reports.similarity import own_code, similarity
 from autograder.text import relation_sentence
-from conftest import KIT, LAB, LABS, SOLUTIONS
+from conftest import KIT, LAB, LABS, SOLUTIONS, once_per_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -235,25 +235,27 @@ def test_a_diagnosis_is_explained_once():
     assert page.count(turned) == 2 and "holds for 1 more check below (not repeated there): `test_b`." in page
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cohort_reports(tmp_path_factory):
     """A small cohort graded: two demo students' own work, the second's heads.py a renamed copy of the
     first's (chen, gus); one with a mistake that draws a picture (tril for triu) and one that loops
-    forever in one function, both on the reference's code; and one who handed nothing in."""
-    root = tmp_path_factory.mktemp("reports")
-    cohort = root / "cohort"
-    for student, demo in (("ann", "chen"), ("bo", "gus")):
-        shutil.copytree(DEMO / demo / "attention", cohort / student / "attention")
-    for student in ("cy", "dee"):
-        shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
-    masking = cohort / "cy" / "attention" / "masking.py"
-    masking.write_text(masking.read_text().replace("torch.triu(", "torch.tril("))
-    dropout = cohort / "dee" / "attention" / "dropout.py"
-    dropout.write_text(dropout.read_text().replace('    """\n', '    """\n    while True:\n        pass\n', 1))
-    (cohort / "eve").mkdir()  # a student of the course without an attention/ folder
-    out = root / "out"
-    grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
-    return out
+    forever in one function, both on the reference's code; and one who handed nothing in. Graded
+    once per test run; tests only read it."""
+    def build(root):
+        cohort = root / "cohort"
+        for student, demo in (("ann", "chen"), ("bo", "gus")):
+            shutil.copytree(DEMO / demo / "attention", cohort / student / "attention")
+        for student in ("cy", "dee"):
+            shutil.copytree(SOLUTIONS, cohort / student / "attention",
+                            ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
+        masking = cohort / "cy" / "attention" / "masking.py"
+        masking.write_text(masking.read_text().replace("torch.triu(", "torch.tril("))
+        dropout = cohort / "dee" / "attention" / "dropout.py"
+        dropout.write_text(dropout.read_text().replace('    """\n', '    """\n    while True:\n        pass\n', 1))
+        (cohort / "eve").mkdir()  # a student of the course without an attention/ folder
+        grade(LAB, cohort, root / "out", jobs=2, stream=io.StringIO())
+
+    return once_per_run(tmp_path_factory, "report-cohort", build) / "out"
 
 
 @pytest.mark.slow
