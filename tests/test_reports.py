@@ -155,8 +155,8 @@ def test_the_shared_code_is_marked_on_token_boundaries_and_never_on_given_code()
 def test_similarity_is_the_same_in_every_process():
     """copydetect hashes with Python's hash(), salted per process: the kit's fingerprints must not be."""
     script = ("import json, sys; sys.path.insert(0, 'tests'); from test_reports import staged_demo, similarity, LAB; "
-              "print(json.dumps([(p['module'], p['first'], p['second'], p['similarity']) for p in "
-              "similarity(LAB, staged_demo())['pairs']] + [m['baseline'] for m in similarity(LAB, staged_demo())['modules']]))")
+              "found = similarity(LAB, staged_demo()); print(json.dumps([(p['module'], p['first'], p['second'], "
+              "p['similarity']) for p in found['pairs']] + [m['baseline'] for m in found['modules']]))")
     runs = {subprocess.run([sys.executable, "-c", script], cwd=KIT, capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert len(runs) == 1

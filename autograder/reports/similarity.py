@@ -15,14 +15,13 @@ students' folders themselves.
 from __future__ import annotations
 
 import hashlib
-import io
 import itertools
 import statistics
 from pathlib import Path
 
 import numpy as np
 from copydetect.detector import CodeFingerprint, compare_files
-from copydetect.utils import get_token_coverage, winnow
+from copydetect.utils import filter_code, get_token_coverage, winnow
 from markupsafe import escape
 from pygments.lexers import PythonLexer
 from pygments.token import Comment, String, Whitespace
@@ -51,8 +50,9 @@ class StableFingerprint(CodeFingerprint):
     which k-grams winnowing keeps, and every share, moved between two runs on the same files (by up
     to 0.1 on the demo cohort); the same run must give the same report."""
 
-    def __init__(self, name: str, code: str):
-        super().__init__(name, NOISE, WINDOW, fp=io.StringIO(code))
+    def __init__(self, name: str, code: str):  # not CodeFingerprint's: it would winnow hash()'s values first
+        self.filename, self.raw_code, self.k = name, code, NOISE
+        self.filtered_code, self.offsets = filter_code(code, name)
         # copydetect's tokenizer (Pygments' get_tokens) drops leading newlines: its slices start after them.
         self.lead = len(code) - len(code.lstrip("\n"))
         grams = [self.filtered_code[i:i + NOISE] for i in range(len(self.filtered_code) - NOISE + 1)]
