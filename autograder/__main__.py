@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from autograder.authoring.release import build, directory
-from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.lab import KIT_ROOT, Lab, LabError, all_labs, find_lab
+from autograder.limits import add_options, from_options
 from autograder.text import one_line
 
 
@@ -31,16 +31,15 @@ def main(argv: list[str] | None = None) -> int:
     def command(name: str, about: str, **options) -> argparse.ArgumentParser:
         """A subcommand whose one line shows in the list and opens its own --help."""
         return subparsers.add_parser(name, help=about, description=about[0].upper() + about[1:] + ".", **options)
-    timeout = argparse.ArgumentParser(add_help=False)
-    timeout.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT,
-                         help=f"seconds one call into student code may take (default: {CALL_TIMEOUT:g})")
+    limits = argparse.ArgumentParser(add_help=False)
+    add_options(limits.add_argument)
     one_lab = argparse.ArgumentParser(add_help=False)
     one_lab.add_argument("--lab", help="the lab (a folder of source/; default: the course's only lab)")
     some_labs = argparse.ArgumentParser(add_help=False)
     some_labs.add_argument("--lab", help="only this lab (default: every lab of source/)")
     command("release", "write assignments/<lab>/ (stubs, public checks) from source/", parents=[some_labs])
     command("solutions", "write solutions/<lab>/ (reference code, all checks) from source/", parents=[some_labs])
-    check = command("check", "run the checks on a submission folder and print the points", parents=[timeout, one_lab])
+    check = command("check", "run the checks on a submission folder and print the points", parents=[limits, one_lab])
     check.add_argument("--part", help="run one part's checks only (a part of the lab)")
     check.add_argument("--submission", type=Path, help="folder with the lab's modules (default: assignments/<lab>)")
     check.add_argument("--checks", type=Path, help="folder of checks (default: the submission's tests/)")
@@ -60,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                          "<root>/results/results.json")
     gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
     grade = command("grade", "grade every submission of a cohort, lab by lab, and write the reports",
-                    parents=[timeout, some_labs])
+                    parents=[limits, some_labs])
     grade.add_argument("--submissions", type=Path, default=default_submissions(),
                        help="folder of <student>/<lab>/ (default: submitted/ if it exists, else examples/submitted/)")
     grade.add_argument("--out", type=Path, default=KIT_ROOT / "grades", help="where the reports go (default: grades/)")
@@ -69,9 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--nbgrader", action="store_true",
                        help="also record each student's points per part in nbgrader's gradebook")
     grade.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
-    grade.add_argument("--budget", type=float, default=MODULE_BUDGET,
-                       help=f"seconds the calls into one module of a submission may take in all "
-                            f"(default: {MODULE_BUDGET:g})")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
@@ -151,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                                options.reference)
     # The points table and each unfinished part's first failure (the plugin prints them) are
     # what a student needs; --verbose adds every failing check's message.
-    args += ["--call-timeout", str(options.call_timeout), "--tb=short" if options.verbose else "--tb=no"]
+    args += [*from_options(options).argv(), "--tb=short" if options.verbose else "--tb=no"]
     if options.no_sandbox:
         args.append("--no-sandbox")
     return int(pytest.main(args))
@@ -164,7 +160,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         parser.error(f"no submissions folder {options.submissions}")
     out = options.out.resolve()
     runs = grade_course(labs, options.submissions.resolve(), out, jobs=options.jobs, force=options.force,
-                        call_timeout=options.call_timeout, budget=options.budget, replay=not options.no_replay)
+                        limits=from_options(options), replay=not options.no_replay)
     if not runs:
         parser.error(f"no student folder in {options.submissions} holds a lab's folder "
                      f"({', '.join(lab.name for lab in labs)})")

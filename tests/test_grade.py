@@ -302,13 +302,13 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
     write_student = batch.write_student
 
     def disk_full_for_one(lab, folder, record):
-        if record["student"] == "a_full_disk":
+        if record.student == "a_full_disk":
             raise OSError(28, "No space left on device")
         write_student(lab, folder, record)
 
     monkeypatch.setattr(batch, "write_student", disk_full_for_one)
     run = grade(LAB, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
-    assert [r["student"] for r in run["records"]] == ["b_fine"]
+    assert [r.student for r in run["records"]] == ["b_fine"]
     assert run["ungraded"] and run["ungraded"][0].startswith("a_full_disk: OSError")
 
 

@@ -17,6 +17,7 @@ from autograder.reports.feedback import feedback_html, feedback_markdown, feedba
 from autograder.reports.heatmap import NEGATIVE, heatmap_svg
 from autograder.reports.histogram import bins, histogram_svg
 from autograder.reports.similarity import own_code, similarity
+from autograder.results import CheckResult, Diagnosis, Failure, FailureKind, PartResult, SubmissionResult
 from autograder.text import relation_sentence
 from conftest import KIT, LAB, LABS, SOLUTIONS, once_per_run
 
@@ -31,9 +32,19 @@ def test_full_marks_have_a_bar_of_their_own_and_every_count_is_inside_the_pictur
     assert ">students<" in svg and "total points" in svg  # both axes are named
 
 
+def submission(checks: list[CheckResult], notes=()) -> SubmissionResult:
+    """A record of ``checks`` (its parts those of the checks, then the lab's others, none run)."""
+    parts: dict[str, PartResult] = {}
+    for check in checks:
+        parts.setdefault(check.part, PartResult(check.part, 0.0)).checks.append(check)
+    for part in LAB.part_ids:
+        parts.setdefault(part, PartResult(part, LAB.part(part).weight))
+    return SubmissionResult(LAB.name, "ann", parts, notes=list(notes))
+
+
 def record(checks):
-    return {"checks": [{"part": "p", "name": f"c{i}", "points": 1.0, "hidden": hidden, "passed": passed,
-                        **({} if passed else {"failure": {"kind": kind}})} for i, (hidden, passed, kind) in enumerate(checks)]}
+    return submission([CheckResult("p", f"c{i}", 1.0, passed, hidden, failure=None if passed else Failure(kind))
+                       for i, (hidden, passed, kind) in enumerate(checks)])
 
 
 def texts(record) -> list[str]:
@@ -50,16 +61,14 @@ def test_a_hard_coder_and_points_lost_to_time_outs_are_flagged():
 
 def test_a_module_that_does_not_import_a_part_not_started_and_upload_notes_need_a_look():
     """Each reason once, pointing at its evidence on the student's feedback page."""
-    broken = {"kind": "import", "file": "softmax.py", "line": 49}
-    student = {"notes": ["README.md: not part of the assignment, not graded", "conftest.py: not part of the assignment, "
-                         "not graded", "notes.txt: not UTF-8"], "checks": [
-        {"part": "softmax", "name": f"c{i}", "points": 1.0, "hidden": False, "passed": False, "failure": broken}
-        for i in range(3)] + [
-        {"part": "dropout", "name": f"d{i}", "points": 1.0, "hidden": i == 1, "passed": False,
-         "failure": {"kind": "not_implemented"}} for i in range(2)] + [
-        {"part": "heads", "name": "h", "points": 1.0, "hidden": False, "passed": False,
-         "failure": {"kind": "not_implemented"}}, {"part": "heads", "name": "h2", "points": 1.0, "hidden": False,
-                                                   "passed": True}]}
+    broken = Failure(FailureKind.IMPORT, file="softmax.py", line=49)
+    stub = Failure(FailureKind.NOT_IMPLEMENTED)
+    student = submission(
+        [CheckResult("softmax", f"c{i}", 1.0, False, failure=broken) for i in range(3)]
+        + [CheckResult("dropout", f"d{i}", 1.0, False, hidden=i == 1, failure=stub) for i in range(2)]
+        + [CheckResult("heads", "h", 1.0, False, failure=stub), CheckResult("heads", "h2", 1.0, True)],
+        notes=["README.md: not part of the assignment, not graded", "conftest.py: not part of the assignment, "
+               "not graded", "notes.txt: not UTF-8"])
     assert flags(student) == [
         {"text": "did not import: softmax.py line 49", "anchor": "#part-softmax"},
         {"text": "not started: dropout", "anchor": "#part-dropout"},
@@ -184,16 +193,13 @@ def test_each_fact_is_said_once_per_part():
     broken = "softmax.py could not be imported: SyntaxError: invalid syntax (at softmax.py line 86)"
 
     def check(name, kind, message, points=1.0):
-        return {"part": "softmax", "name": name, "hidden": False, "points": points, "passed": False,
-                "message": message, "about": "", "failure": {"kind": kind}, "diagnoses": []}
+        return CheckResult("softmax", name, points, False, message=message, failure=Failure(FailureKind(kind)))
 
     checks = [check("test_a", "import", broken), check("test_b", "import", broken, 2.0), check("test_c", "import", broken),
               check("test_d", "not_implemented", "not implemented yet: scores.f"),
               check("test_e", "not_implemented", "not implemented yet: scores.g"),
               check("test_f", "wrong", "expected 1, got 2"), check("test_g", "wrong", "expected 1, got 2")]
-    record = {"student": "ann", "status": "graded", "notes": [], "checks": checks, "handed_in": True,
-              "parts": {part: {"points": 0.0, "max_points": LAB.part(part).weight, "misconceptions": []}
-                        for part in LAB.part_ids}}
+    record = submission(checks)
     failed = next(p for p in feedback_view(LAB, record)["parts"] if p["id"] == "softmax")["failed"]
     assert [(f["name"], f["also"], f["points"]) for f in failed] == [
         ("test_a", ["test_b", "test_c"], 4.0), ("test_d", [], 1.0), ("test_e", [], 1.0), ("test_f", [], 1.0),
@@ -210,22 +216,19 @@ def test_a_diagnosis_is_explained_once():
     picture = {"actual": [[1.0]], "expected": [[0.0]], "differ": [[1]], "slice": [], "rows": [0, 1], "cols": [0, 1],
                "shape": [1, 1], "mask": False}
 
-    def check(name, relation=None, diagnoses=()):
+    def check(name, relation="", diagnoses=(), pictured=True):
         said = relation_sentence(relation) if relation else ""
-        return {"part": "masking", "name": name, "hidden": False, "points": 1.0, "passed": False,
-                "message": f"{name}: 1 of 1 entries differ{said}", "about": "", "diagnoses": list(diagnoses),
-                "failure": {"kind": "wrong", "relation": relation, "picture": picture}}
+        return CheckResult("masking", name, 1.0, False, message=f"{name}: 1 of 1 entries differ{said}",
+                           diagnoses=tuple(Diagnosis(d, d, "") for d in diagnoses),
+                           failure=Failure(FailureKind.WRONG, relation=relation, picture=picture if pictured else None))
 
     turned = "your answer is the expected one transposed"
     checks = [check("test_a", turned, ["masking.tril_mask"]), check("test_b", turned, ["masking.tril_mask"]),
-              check("test_c", None, ["masking.tril_mask"]), check("test_d", None, ["masking.tril_mask"]),
+              check("test_c", "", ["masking.tril_mask"]), check("test_d", "", ["masking.tril_mask"]),
               check("test_e", turned), check("test_f"), check("test_g"),
-              check("test_h", "your answer is the expected one negated"),  # a shape compared: no picture
+              check("test_h", "your answer is the expected one negated", pictured=False),  # a shape compared
               check("test_i", "your answer is the expected one negated")]
-    checks[-2]["failure"]["picture"] = None
-    record = {"student": "ann", "status": "graded", "notes": [], "checks": checks, "handed_in": True,
-              "parts": {part: {"points": 0.0, "max_points": LAB.part(part).weight, "misconceptions": []}
-                        for part in LAB.part_ids}}
+    record = submission(checks)
     failed = next(p for p in feedback_view(LAB, record)["parts"] if p["id"] == "masking")["failed"]
     assert [(f["name"], f["same"], f["picture"] is not None, "Seen from the values" in f["message"]) for f in failed] == [
         ("test_a", ["test_b"], True, True), ("test_b", [], False, False), ("test_c", ["test_d"], True, False),

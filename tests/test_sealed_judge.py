@@ -360,16 +360,16 @@ def test_the_order_of_known_mistakes_before_publication_depends_on_public_checks
     publication must not change with the hidden matches."""
     from autograder.reports.feedback import feedback_view
     from autograder.reports.records import student_record
+    from autograder.results import CheckResult, Diagnosis, Failure, FailureKind, RunResults
 
-    def record(hidden_matches: str) -> dict:
-        mistakes = {"a": {"id": "scores.a", "title": "A", "hint": ""}, "b": {"id": "scores.b", "title": "B", "hint": ""}}
-        checks = [{"part": "scores", "check": f"test_{i}", "hidden": False, "points": 1.0, "passed": False,
-                   "message": "wrong", "failure": {"kind": "wrong"}, "diagnoses": [mistakes[m]]}
-                  for i, m in enumerate("aabb")]
-        checks.append({"part": "scores", "check": "test_hidden", "hidden": True, "points": 1.0, "passed": False,
-                       "message": "", "failure": {"kind": "wrong"}, "diagnoses": [mistakes[hidden_matches]]})
-        raw = {"checks": checks, "parts": {"scores": {"points": 0.0, "max_points": 5.0}}}
-        return student_record(LAB, "a_probe", raw, [], [], None, 1.0)
+    def record(hidden_matches: str):
+        mistakes = {"a": Diagnosis("scores.a", "A", ""), "b": Diagnosis("scores.b", "B", "")}
+        wrong = Failure(FailureKind.WRONG)
+        checks = [CheckResult("scores", f"test_{i}", 1.0, False, message="wrong", failure=wrong,
+                              diagnoses=(mistakes[m],)) for i, m in enumerate("aabb")]
+        checks.append(CheckResult("scores", "test_hidden", 1.0, False, hidden=True, failure=wrong,
+                                  diagnoses=(mistakes[hidden_matches],)))
+        return student_record(LAB, "a_probe", RunResults(LAB.name, checks), [], [], None, 1.0)
 
     shown = [[m["id"] for m in feedback_view(LAB, record(matched), hidden=False)["parts"][0]["mistakes"]]
              for matched in "ab"]

@@ -38,12 +38,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 from autograder.files import write_atomically
-from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.lab import DECLARATION, KIT_ROOT, Lab
+from autograder.limits import DEFAULTS, Limits
 from autograder.reports.class_report import class_report
 from autograder.reports.feedback import write_student
-from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, handed_in, load_record, student_record
+from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
 from autograder.reports.similarity import similarity
+from autograder.results import read_record, read_run
 from autograder.text import one_line
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -203,15 +204,14 @@ def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
 class Lane:
     """One judge process (:mod:`autograder.batch.lane`), restarted if it ever stops."""
 
-    def __init__(self, lab: Lab, call_timeout: float, budget: float, replay: bool = True):
-        self.lab, self.call_timeout, self.budget, self.replay = lab, call_timeout, budget, replay
+    def __init__(self, lab: Lab, limits: Limits, replay: bool = True):
+        self.lab, self.limits, self.replay = lab, limits, replay
         self.proc = None
 
     def start(self):
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autograder.batch.lane", "--checks", str(self.lab.checks),
-             "--reference", str(self.lab.reference), "--call-timeout", str(self.call_timeout), "--budget", str(self.budget),
-             *([] if self.replay else ["--no-replay"])],
+             "--reference", str(self.lab.reference), *self.limits.argv(), *([] if self.replay else ["--no-replay"])],
             cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def grade(self, staged: Path, results: Path) -> dict:
@@ -220,7 +220,7 @@ class Lane:
         self.proc.stdin.write(json.dumps({"submission": str(staged), "results": str(results)}) + "\n")
         self.proc.stdin.flush()
         # The lane enforces each module's budget itself; this is only a backstop.
-        timer = threading.Timer(self.budget * len(self.lab.parts) * 2 + 120, self.proc.kill)
+        timer = threading.Timer(self.limits.module_budget * len(self.lab.parts) * 2 + 120, self.proc.kill)
         timer.start()
         try:
             line = self.proc.stdout.readline()
@@ -264,7 +264,7 @@ class Progress:
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = False,
-          call_timeout: float = CALL_TIMEOUT, budget: float = MODULE_BUDGET, stream=sys.stderr, replay: bool = True) -> dict:
+          limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True) -> dict:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.judge.replay`)."""
     started = time.monotonic()
@@ -304,20 +304,20 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
         raw_file = staged.parent / "raw.json"
         # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
         answer = {} if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
-        raw = json.loads(raw_file.read_text()) if "results" in answer and raw_file.is_file() else None
-        if raw and raw.get("sandbox"):
-            warnings.update(raw["sandbox"]["missing"])
-        replayed.append(raw.get("replayed", 0) if raw else 0)
-        record = student_record(lab, submission.student, raw, submission.problems, submission.notes,
+        run = read_run(raw_file) if "results" in answer and raw_file.is_file() else None
+        if run and run.sandbox:
+            warnings.update(run.sandbox["missing"])
+        replayed.append(run.replayed if run else 0)
+        record = student_record(lab, submission.student, run, submission.problems, submission.notes,
                                 answer.get("error"), time.monotonic() - clock, submission.handed_in)
         folder = student_folder(out, submission.student)
         folder.mkdir(parents=True, exist_ok=True)
         write_student(lab, folder, record)
         write_atomically(folder / FINGERPRINT, stamp)
-        return record["status"]
+        return record.status
 
     def lane_loop() -> None:
-        lane = Lane(lab, call_timeout, budget, replay)
+        lane = Lane(lab, limits, replay)
         try:
             while True:
                 try:
@@ -341,20 +341,20 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = F
     similar = similarity(lab, staged_folders)
     shutil.rmtree(staging, ignore_errors=True)
 
-    records = [load_record(student_folder(out, s.student)) for s in cohort]
+    records = [read_record(student_folder(out, s.student)) for s in cohort]
     for submission, record in zip(cohort, records):
         if record is None:
             ungraded.setdefault(submission.student, "no report")
     records = [r for r in records if r is not None]
     # A name that is not UTF-8 links to its folder's very bytes.
-    links = {r["student"]: quote(str(student_folder(Path(), r["student"]) / "feedback.html"), errors="surrogateescape")
+    links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
     write_atomically(out / "report.html", class_report(lab, records, links, similar))
     return {"lab": lab.name, "graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
             "ungraded": [f"{student}: {why}" for student, why in ungraded.items()],
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),
-            "mean": statistics.fmean(handed) if (handed := [r["total"] for r in records if handed_in(r)]) else 0.0,
+            "mean": statistics.fmean(handed) if (handed := [r.total for r in records if r.handed_in]) else 0.0,
             "records": records}
 
 

@@ -20,16 +20,14 @@ import traceback
 
 import pytest
 
-from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET
 from autograder.judge.plugin import checks_command_line
+from autograder.limits import Limits, add_options, from_options
 
 
-def grade_one(job: dict, checks: str, reference: str | None, timeout: float, budget: float,
-              replay: bool = True) -> dict:
+def grade_one(job: dict, checks: str, reference: str | None, limits: Limits, replay: bool = True) -> dict:
     log = io.StringIO()
     args = checks_command_line(checks, job["submission"], None, job["results"], reference)
-    args += ["--call-timeout", str(timeout), "--budget", str(budget),
-             *([] if replay else ["--no-replay"]),
+    args += [*limits.argv(), *([] if replay else ["--no-replay"]),
              # Plugins a batch does not need and that cost a lane time on every submission.
              "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings"]
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -39,28 +37,23 @@ def grade_one(job: dict, checks: str, reference: str | None, timeout: float, bud
     return {"results": job["results"]}
 
 
-# The judge's own memory ceiling (address space): what a submission makes it hold is bounded
-# already (codec.MAX_FRAME_BYTES, student.MAX_CHECK_BYTES); this is the back-stop, so one lane
-# can never take the machine. A lane normally maps about 0.7 GiB.
-JUDGE_MEMORY_BYTES = 4 * 1024**3
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.batch.lane")
     parser.add_argument("--checks", required=True)
     parser.add_argument("--reference")
-    parser.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT)
-    parser.add_argument("--budget", type=float, default=MODULE_BUDGET)
+    add_options(parser.add_argument)
     parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.judge.replay)")
     options = parser.parse_args(argv)
-    resource.setrlimit(resource.RLIMIT_AS, (JUDGE_MEMORY_BYTES, JUDGE_MEMORY_BYTES))
+    limits = from_options(options)
+    # The back-stop: what a submission makes the judge hold is bounded already (codec's frames, a
+    # check's answers); this keeps one lane from taking the machine. A lane normally maps about 0.7 GiB.
+    resource.setrlimit(resource.RLIMIT_AS, (limits.judge_memory_bytes, limits.judge_memory_bytes))
     answers = sys.stdout
     sys.stdout = sys.stderr  # only answers go to the orchestrator's pipe
     for line in sys.stdin:
         job = json.loads(line)
         try:
-            answer = grade_one(job, options.checks, options.reference, options.call_timeout,
-                               options.budget, not options.no_replay)
+            answer = grade_one(job, options.checks, options.reference, limits, not options.no_replay)
         except Exception:  # noqa: BLE001 - a judge-side failure is reported for this job, the lane goes on
             answer = {"error": traceback.format_exc()[-3000:]}
         answers.write(json.dumps(answer) + "\n")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
-import dataclasses
 import hashlib
 import json
 import itertools
@@ -43,42 +42,23 @@ from pathlib import Path
 from autograder.harness import cgroup, sandbox
 from autograder.harness.codec import CONTINUE_STREAM, CodecError, HandleRef, decode_frame, encode, read_frame_bytes
 from autograder.lab import KIT_ROOT
+from autograder.limits import DEFAULTS
+from autograder.results import Failure, FailureKind
 from autograder.text import printable
 
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What went wrong in the student's code, as data (reports and hints never parse messages)."""
-
-    kind: str  # not_implemented, exception, memory, import, missing, timeout, crashed, protocol, bad_value,
-    # bad_request, too_large
-    where: str = ""  # the call ("module.function")
-    type: str = ""  # the exception's type
-    file: str = ""  # the submission's file and line where it happened
-    line: int = 0
-    phase: str = ""  # "import": while a module was loading
-    loading: tuple[str, ...] = ()  # a hung import: the files that never finished loading
-    signal: str = ""  # a crash: the signal that ended the process ("SIGSEGV")
-    exit_code: int | None = None  # ... or the code it exited with
-    called_from: str = ""  # the submission's outermost line, when ``file`` is another module ("model.py line 4")
-
-    def data(self) -> dict:
-        """The fields that say something (for results.json)."""
-        return {key: list(value) if isinstance(value, tuple) else value
-                for key, value in dataclasses.asdict(self).items() if value not in ("", 0, (), None) or key == "kind"}
 
 
 class StudentError(Exception):
     """The student's code failed: ``message`` in the student's words, ``failure`` the facts."""
 
-    def __init__(self, kind: str, message: str, type_name: str = "", where: str = "", trace: str = "", **details):
+    def __init__(self, kind: FailureKind, message: str, type_name: str = "", where: str = "", trace: str = "",
+                 **details):
         super().__init__(message)
-        self.failure = Failure(kind, where, type_name, **details)
+        self.failure = Failure(FailureKind(kind), where, type_name, **details)
         self.trace = trace
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> FailureKind:
         return self.failure.kind
 
     @property
@@ -90,23 +70,7 @@ class StudentError(Exception):
         return self.failure.where
 
 
-# The grading limits every entry point (make check, make grade, a lane, Gradescope, Classroom)
-# starts from, declared once: seconds one call into student code may take, and seconds all the
-# calls into one module of a submission may take together.
-CALL_TIMEOUT = 10.0
-MODULE_BUDGET = 60.0
-FORK_TIMEOUT = 60.0  # seconds the zygote may take to answer a fork request
-# A worker interrupts a call at its time-out and answers; the judge kills it only when it has
-# not answered this much later (student code that catches the interruption, or a long C call).
-STOP_GRACE = 2.0
-# A call of a function that timed out before gets this long (its quick calls answer in
-# milliseconds): one that hangs on many inputs cannot use up its module's budget before the calls
-# it answers at once are asked.
-REPEAT_TIMEOUT = 2.0
 PRINTED_NOTE_BYTES = 16 * 1024**2  # printing more is said once in the notes (it costs nothing)
-# What the judge holds of one check's answers (a frame is capped too: codec.MAX_FRAME_BYTES).
-# The lab's checks receive a few MiB at most; this bounds a hostile submission's cost.
-MAX_CHECK_BYTES = 256 * 1024 * 1024
 
 
 def peer_pid(sock: socket.socket) -> int:
@@ -193,8 +157,8 @@ class Zygote:
         return status if isinstance(status, int) else None
 
     def _send(self, request: dict) -> None:
-        """One request, a JSON line; its answer is due within FORK_TIMEOUT."""
-        self.control.settimeout(FORK_TIMEOUT)
+        """One request, a JSON line; its answer is due within the start time-out."""
+        self.control.settimeout(DEFAULTS.start_timeout)
         self.control.sendall(json.dumps(request).encode() + b"\n")
 
     def replace(self) -> None:
@@ -253,7 +217,7 @@ class WorkerProcess:
             try:
                 if self.uid is None:
                     raise OSError("the grader must run as root")
-                self.cgroup = cgroup.WorkerCgroup(self.uid, sandbox.Limits().total_memory_bytes)
+                self.cgroup = cgroup.WorkerCgroup(self.uid, DEFAULTS.worker_total_memory_bytes)
             except OSError as exc:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
             try:
@@ -274,11 +238,11 @@ class WorkerProcess:
 
     def greet(self, timeout: float) -> None:
         """Read the worker's first words (what its sandbox enforced) and give it its call time-out."""
-        hello = decode_frame(self.receive(60.0))
+        hello = decode_frame(self.receive(DEFAULTS.start_timeout))
         self.report = hello.get("hello") if isinstance(hello, dict) else None
         if isinstance(self.report, dict):
             self.report["missing"] = [*self.missing, *self.report.get("missing", [])]
-        self.exchange(encode({"op": "limits", "timeout": timeout}), 60.0)
+        self.exchange(encode({"op": "limits", "timeout": timeout}), DEFAULTS.start_timeout)
 
     def in_own_pid_namespace(self) -> bool:
         """Do all its processes die with it (PID 1 of a namespace of its own)?"""
@@ -325,7 +289,7 @@ class WorkerProcess:
         """How the worker ended, as :class:`Failure` fields: ``signal``, ``exit_code`` or, when the
         kernel stopped it at its memory ceiling, kind ``memory``; empty when it is still running."""
         if self.cgroup is not None and self.cgroup.oom_killed():
-            return {"kind": "memory"}
+            return {"kind": FailureKind.MEMORY}
         if self.proc is not None:
             try:
                 code = self.proc.wait(1.0)
@@ -389,7 +353,8 @@ class RemoteCode:
     every submission.
     """
 
-    def __init__(self, root, timeout: float = CALL_TIMEOUT, confined: bool = False, budget: float = MODULE_BUDGET,
+    def __init__(self, root, timeout: float = DEFAULTS.call_timeout, confined: bool = False,
+                 budget: float = DEFAULTS.module_budget,
                  memoize: bool = False, seed: int | None = None, total_budget: float = math.inf, reaches: tuple = (),
                  loads: dict[str, frozenset[str]] | None = None, _shared=None):
         self.root = Path(root).resolve()
@@ -437,7 +402,7 @@ class RemoteCode:
         wire = [[spec[0], list(spec[1:]), {}] for spec in specs]
         built = self.request({"op": "build", "specs": wire, "seed": seed}, wrap=False)
         if not isinstance(built, list) or len(built) != len(specs):
-            raise StudentError("bad_value", f"{specs[0][0]}: built {len(specs)} modules but answered otherwise",
+            raise StudentError(FailureKind.BAD_VALUE, f"{specs[0][0]}: built {len(specs)} modules but answered otherwise",
                                where=str(specs[0][0]))
         return [self._wrap(ref, str(spec[0])) for ref, spec in zip(built, specs)]
 
@@ -516,7 +481,7 @@ class RemoteCode:
             if reaches:
                 first, more = reaches[0], len(reaches) - 1
                 where = request.get("target", module)
-                raise StudentError("forbidden", f"{where} was not run: your code {first.what} ({first.file} line "
+                raise StudentError(FailureKind.FORBIDDEN, f"{where} was not run: your code {first.what} ({first.file} line "
                                                 f"{first.line}{f', and {more} more' if more else ''}), reaching into the "
                                                 "interpreter's, PyTorch's or the grader's internals. That is not "
                                                 "allowed: the checks that forbid a library function or count calls "
@@ -574,7 +539,7 @@ class RemoteCode:
         is no answer (time-out, crash, budget used up) or when this very call (``key``: what it
         asks; default: its frame), or the import of its module, timed out before: then at once,
         with the same message. A time-out costs only the calls that hang: another call of the
-        same function is asked, in a fresh worker, within :data:`REPEAT_TIMEOUT`."""
+        same function is asked, in a fresh worker, within ``Limits.repeat_timeout``."""
         module = module_of(where)
         key = key or hashlib.sha256(frame).digest()
         stopped = self._shared["stopped"]
@@ -587,18 +552,18 @@ class RemoteCode:
                     f"the calls into your submission used up their {self.total_budget:g} s in total"))
         left, used_up = min(budgets)
         if left <= 0:
-            raise StudentError("timeout", f"{where} not run: {used_up}", where=where)
+            raise StudentError(FailureKind.TIMEOUT, f"{where} not run: {used_up}", where=where)
         repeat = where in self._shared["timed_out"]
-        timeout = min(self.timeout, REPEAT_TIMEOUT) if repeat else self.timeout
+        timeout = min(self.timeout, DEFAULTS.repeat_timeout) if repeat else self.timeout
         started = time.monotonic()
         try:
             worker = self._shared["worker"] or self._start()
             # A repeat is not asked to stop at its shorter limit: it is stopped by the worker's end.
-            answer = worker.exchange(frame, min(timeout + (0 if repeat else STOP_GRACE), left))
+            answer = worker.exchange(frame, min(timeout + (0 if repeat else DEFAULTS.stop_grace), left))
             self._shared["check_bytes"] += len(answer)
-            if self._shared["check_bytes"] > MAX_CHECK_BYTES:  # what the judge would hold for one check
-                raise StudentError("too_large", f"{where}: the answers of this check add up to more than "
-                                                f"{MAX_CHECK_BYTES // 2**20} MiB; the grader reads no more of them",
+            if self._shared["check_bytes"] > DEFAULTS.check_bytes:  # what the judge would hold for one check
+                raise StudentError(FailureKind.TOO_LARGE, f"{where}: the answers of this check add up to more than "
+                                                f"{DEFAULTS.check_bytes // 2**20} MiB; the grader reads no more of them",
                                    where=where)
             return answer
         except TimeoutError:
@@ -609,7 +574,7 @@ class RemoteCode:
                 why = f"did not finish in {timeout:g} s (an earlier call of it timed out, so later ones get {timeout:g} s)"
             else:
                 why = f"did not finish in {timeout:g} s (and did not stop when asked)"
-            stopped[key] = StudentError("timeout", f"{where} {why}", where=where)
+            stopped[key] = StudentError(FailureKind.TIMEOUT, f"{where} {why}", where=where)
             self._shared["timed_out"].add(where)
             raise stopped[key] from None
         except (EOFError, OSError, CodecError) as exc:
@@ -623,12 +588,12 @@ class RemoteCode:
         tail = worker.output_tail() if worker else ""
         self.close()
         detail = f"\n--- output before it stopped ---\n{printable(tail)}" if tail else ""
-        if ending.get("kind") == "memory":
-            ceiling = sandbox.Limits().total_memory_bytes / 2**30
-            raise StudentError("memory", f"the processes running your code went over the {ceiling:g} GiB memory "
+        if ending.get("kind") == FailureKind.MEMORY:
+            ceiling = DEFAULTS.worker_total_memory_bytes / 2**30
+            raise StudentError(FailureKind.MEMORY, f"the processes running your code went over the {ceiling:g} GiB memory "
                                          f"ceiling during {where}, and the kernel stopped one{detail}", where=where)
         if isinstance(exc, CodecError):
-            raise StudentError("protocol", f"the process running your code wrote something other than the grader's "
+            raise StudentError(FailureKind.PROTOCOL, f"the process running your code wrote something other than the grader's "
                                            f"answers on its channel during {where} ({exc}); nothing more was read from "
                                            f"it{detail}", where=where) from None
         if "signal" in ending:
@@ -638,7 +603,7 @@ class RemoteCode:
             how = f"exited with code {ending['exit_code']} (os._exit, or a library that ends the process)"
         else:
             how = f"stopped answering ({type(exc).__name__}: {exc})"
-        raise StudentError("crashed", f"the process running your code {how} during {where}{detail}",
+        raise StudentError(FailureKind.CRASHED, f"the process running your code {how} during {where}{detail}",
                            where=where, **ending) from None
 
     def _answer(self, answer: bytes, where: str, key: bytes):
@@ -652,7 +617,7 @@ class RemoteCode:
         finally:
             self._shared["spent"][module_of(where)] += time.monotonic() - started
         if not isinstance(message, dict) or ("ok" not in message and "error" not in message):
-            raise StudentError("bad_value", f"{where}: malformed answer from the worker")
+            raise StudentError(FailureKind.BAD_VALUE, f"{where}: malformed answer from the worker")
         if "error" in message:
             raise self._stop_repeats(error_from(message["error"], where), where, key)
         return answer_value(message)
@@ -661,7 +626,7 @@ class RemoteCode:
         """A call that timed out, or a module whose import did, is not asked again: later calls get
         ``error``. The worker that was interrupted is not used again (its state is what the
         interruption left)."""
-        if error.kind == "timeout":
+        if error.kind == FailureKind.TIMEOUT:
             for stop in error.failure.loading or (key,):
                 self._shared["stopped"][stop] = error
             self._shared["timed_out"].add(where)
@@ -713,14 +678,15 @@ def error_from(error, where: str) -> StudentError:
     """The StudentError of a worker's error answer; its text is the student's and escaped as such."""
     error = error if isinstance(error, dict) else {}
     said = {key: printable(str(error.get(key, default))[:4000]) for key, default in
-            (("kind", "exception"), ("message", "failed"), ("type", ""), ("where", where), ("trace", ""),
+            (("message", "failed"), ("type", ""), ("where", where), ("trace", ""),
              ("file", ""), ("phase", ""), ("called_from", ""))}
     line = error.get("line")
     loading = error.get("loading")
-    if said["kind"] == "memory":  # the ceiling is the judge's to name
+    kind = FailureKind.reported_by_worker(error.get("kind", FailureKind.EXCEPTION))
+    if kind == FailureKind.MEMORY:  # the ceiling is the judge's to name
         said["message"] = (f"{where} ran out of memory: a process running your code may use "
-                           f"{sandbox.Limits().memory_bytes / 2**30:g} GiB ({said['message']})")
-    return StudentError(said["kind"], said["message"], said["type"], said["where"], said["trace"], file=said["file"],
+                           f"{DEFAULTS.worker_memory_bytes / 2**30:g} GiB ({said['message']})")
+    return StudentError(kind, said["message"], said["type"], said["where"], said["trace"], file=said["file"],
                         line=line if isinstance(line, int) else 0, phase=said["phase"],
                         called_from=said["called_from"][:200],
                         loading=tuple(printable(str(f))[:200] for f in loading[:10]) if isinstance(loading, list) else ())
@@ -760,7 +726,8 @@ class Recording:
     def replayable(self) -> bool:
         """Did every call get an answer from the student's code (no time-out, no crash: both depend
         on timing)? Only such a run depends on nothing but the answers and the sources."""
-        return all(c.outcome.answer and (c.outcome.error or ("",))[0] not in ("crashed", "timeout") for c in self.calls)
+        return all(c.outcome.answer and (c.outcome.error or ("",))[0] not in (FailureKind.CRASHED, FailureKind.TIMEOUT)
+                   for c in self.calls)
 
 
 def contains_handle(value) -> bool:
@@ -831,7 +798,7 @@ class Handle:
         ref = self._student.request({"op": "method", "handle": self._ref.id, "name": "submodule", "args": [name],
                                      "kwargs": {}, "target": f"{self.origin}.submodule"}, wrap=False)
         if not isinstance(ref, HandleRef):
-            raise StudentError("bad_value", f"{self.origin}.{name} is not a module", where=f"{self.origin}.{name}")
+            raise StudentError(FailureKind.BAD_VALUE, f"{self.origin}.{name} is not a module", where=f"{self.origin}.{name}")
         return Handle(self._student, ref, f"{self.origin}.{name}")
 
     def __call__(self, *args, **kwargs):

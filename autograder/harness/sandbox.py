@@ -44,6 +44,7 @@ from landlock import Ruleset  # imported here, once in the zygote, not in every 
 from landlock.plumbing import FSAccess
 
 from autograder.harness import cgroup
+from autograder.limits import Limits
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -82,16 +83,6 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 # The environment a worker starts from (HOME and TMPDIR are its scratch folder).
 ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-
-
-@dataclass(frozen=True)
-class Limits:
-    memory_bytes: int = 4 * 1024**3  # each process's address space
-    total_memory_bytes: int = 4 * 1024**3  # all of a worker's processes together (its cgroup)
-    cpu_seconds: int = 300
-    file_bytes: int = 16 * 1024**2
-    open_files: int = 256
-    processes: int = 64
 
 
 @dataclass
@@ -222,8 +213,7 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         os.environ.clear()
         os.environ.update(ENVIRONMENT, HOME=confinement.scratch, TMPDIR=confinement.scratch)
         tempfile.tempdir = None
-        limits = Limits()
-        report.attempt("resource limits", lambda: limit_resources(limits, confinement.uid is not None))
+        report.attempt("resource limits", lambda: limit_resources(Limits(), confinement.uid is not None))
         report.attempt("landlock file access",
                        lambda: restrict_files([*read_roots(), confinement.submission], [confinement.scratch]))
         if confinement.uid is not None:
@@ -327,7 +317,7 @@ def restrict_files(readable: list[str], writable: list[str]) -> None:
 # -- resources and identity ---------------------------------------------------------------------
 def limit_resources(limits: Limits, own_uid: bool) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing past the limit fails instead of killing
-    settings = [(resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
+    settings = [(resource.RLIMIT_AS, limits.worker_memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
                 (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
                 (resource.RLIMIT_CORE, 0)]
     if own_uid:  # the count is per user id: meaningful only for a user id of its own

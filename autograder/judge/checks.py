@@ -17,6 +17,7 @@ import torch
 from autograder.harness.remote import StudentError
 from autograder.judge.pictures import matrix_picture
 from autograder.judge.relations import relation
+from autograder.results import FailureKind
 from autograder.text import relation_sentence
 
 
@@ -293,9 +294,9 @@ def expect_student_error(call, error_type: str, what: str) -> StudentError:
     try:
         result = call()
     except StudentError as error:
-        if error.kind == "exception" and error.type_name == error_type:
+        if error.kind == FailureKind.EXCEPTION and error.type_name == error_type:
             return error
-        if error.kind == "exception":
+        if error.kind == FailureKind.EXCEPTION:
             fail(f"{what}: expected {error_type}, got {error}")
         raise
     fail(f"{what}: expected {error_type} to be raised, but it returned {type(result).__name__}")

@@ -2,27 +2,28 @@
 in one line. "depends on X" only when X fails its own checks (a part whose module builds a class
 of X's; a module that does not import fails the checks of every part that imports it); when X
 passes them, where the failure surfaced and the part's own line that called into X. Works on
-check entries as the plugin and the reports hold them (``part``, ``passed``, ``failure``)."""
+check results (:class:`autograder.results.CheckResult`), the judge's and the reports' alike."""
 
 from __future__ import annotations
 
 from autograder.lab import Lab
+from autograder.results import CheckResult
 
 
-def dependencies(lab: Lab, part: str, checks: list[dict]) -> list[dict]:
+def dependencies(lab: Lab, part: str, checks: list[CheckResult]) -> list[dict]:
     """Other parts' modules that ``part``'s failed checks (of ``checks``) lead to: those its
     failures stopped inside (the failure's file) and those it builds on (``uses`` in lab.toml)
     that failed checks too. ``[{"part", "stopped_inside": count, "failed_too": bool,
     "called_from": the part's own line that led there, when known}]``."""
-    failed = [c for c in checks if not c["passed"]]
-    if not any(c["part"] == part for c in failed):
+    failed = [c for c in checks if not c.passed]
+    if not any(c.part == part for c in failed):
         return []
     found = []
     for other in lab.part_ids:
-        inside = [c for c in failed if c["part"] == part and c.get("failure", {}).get("file") == f"{other}.py"]
-        failed_too = any(c["part"] == other for c in failed)
+        inside = [c for c in failed if c.part == part and c.failure and c.failure.file == f"{other}.py"]
+        failed_too = any(c.part == other for c in failed)
         if other != part and (inside or (other in lab.part(part).uses and failed_too)):
-            called_from = next((c["failure"]["called_from"] for c in inside if c["failure"].get("called_from")), "")
+            called_from = next((c.failure.called_from for c in inside if c.failure.called_from), "")
             found.append({"part": other, "stopped_inside": len(inside), "failed_too": failed_too,
                           "called_from": called_from})
     return found

@@ -27,13 +27,15 @@ import torch
 
 from autograder.files import copy_modules
 from autograder.harness.codec import HandleRef, decode_frame
-from autograder.harness.remote import CALL_TIMEOUT, Call, RemoteCode, StudentError
+from autograder.harness.remote import Call, RemoteCode, StudentError
+from autograder.limits import DEFAULTS
+from autograder.results import FailureKind
 
 CATALOGUE = "misconceptions.toml"
 
 # Errors that say something about the student's concept (an exception in their code). A stub,
 # a missing module, a time-out or a crash says nothing a mutant could share.
-DIAGNOSABLE_ERRORS = {"exception"}
+DIAGNOSABLE_ERRORS = {FailureKind.EXCEPTION}
 
 # How close a student's tensor must be to a mutant's to count as the same answer: a mistake
 # written differently from the mutant computes in a different order.
@@ -95,7 +97,7 @@ class Diagnoser:
     """Runs the mutants of a catalogue and matches failed checks' calls against them."""
 
     def __init__(self, catalogue: dict[str, list[Misconception]], reference: Path, confined: bool,
-                 timeout: float = CALL_TIMEOUT):
+                 timeout: float = DEFAULTS.call_timeout):
         self.catalogue, self.reference, self.timeout = catalogue, Path(reference), timeout
         self.confined = confined  # like the student's workers: each in a sandbox (and user id) of its own
         self.folder: Path | None = None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import json
 import math
 import os
 import tomllib
@@ -28,14 +27,15 @@ from hypothesis.internal.conjecture import providers
 from hypothesis.internal.constants_ast import Constants
 
 from autograder.authoring.release import hidden_line_ranges
-from autograder.files import write_atomically
-from autograder.harness.remote import CALL_TIMEOUT, MODULE_BUDGET, RemoteCode, StudentError
+from autograder.harness.remote import RemoteCode, StudentError
 from autograder.judge.checks import CheckFailure
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence
 from autograder.judge.internals import scan_submission, submission_loads
 from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
 from autograder.lab import Lab
+from autograder.limits import DEFAULTS, add_options, from_options
+from autograder.results import STOPPING, CheckResult, Diagnosis, Failure, FailureKind, RunResults, total, write_run
 from autograder.text import printable
 
 POINTS_FILE = "points.toml"
@@ -86,9 +86,7 @@ def pytest_addoption(parser):
     group.addoption("--reference", help="folder holding the reference modules, for hidden checks "
                                         "(default: the kit's solutions/<lab>)")
     group.addoption("--results-json", help="write every check's result and the points to this file")
-    group.addoption("--call-timeout", type=float, default=CALL_TIMEOUT, help="seconds one call into student code may take")
-    group.addoption("--budget", type=float, default=MODULE_BUDGET,
-                    help="seconds the calls into one student module may take together")
+    add_options(group.addoption)
     group.addoption("--no-sandbox", action="store_true", help="run student code in an unconfined worker")
     group.addoption("--no-replay", action="store_true",
                     help="run every check in full, even on answers an earlier passing run got (autograder.judge.replay)")
@@ -178,14 +176,14 @@ def student(request):
     """The submission under test, reached only through a worker process."""
     config = request.config
     root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
-    budget, lab = config.getoption("budget"), config.stash[LAB]
+    limits, lab = from_options(config.option), config.stash[LAB]
     # Read here, before any of it runs: code that reaches into internals could lift the rules the
     # worker enforces, so the calls those rules govern are refused (RemoteCode's `reaches`).
     reaches = config.stash[REACHES] = scan_submission(Path(root), lab.modules)
     # Every module its own budget, and the submission no more than all of them together, however
     # many names its code claims (the judge charges what it called: remote.Handle).
-    proxy = RemoteCode(root, timeout=config.getoption("call_timeout"), confined=confined(config),
-                       budget=budget, total_budget=budget * len(lab.modules), reaches=tuple(reaches),
+    proxy = RemoteCode(root, timeout=limits.call_timeout, confined=confined(config), budget=limits.module_budget,
+                       total_budget=limits.module_budget * len(lab.modules), reaches=tuple(reaches),
                        loads=submission_loads(Path(root), lab.modules) if reaches else None)
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
@@ -221,7 +219,7 @@ def reference(request):
         pytest.fail(f"no reference solution in {root}: run `make solutions` or pass --reference")
     if root not in _references:
         # No budget: the reference serves a whole lane, and a spent budget would fail the student's checks.
-        _references[root] = RemoteCode(root, timeout=60.0, budget=math.inf, memoize=True)
+        _references[root] = RemoteCode(root, timeout=DEFAULTS.reference_timeout, budget=math.inf, memoize=True)
         atexit.register(_references[root].close)
     return _references[root]
 
@@ -280,10 +278,6 @@ def replay_enabled(config) -> bool:
     return not config.getoption("no_replay")
 
 
-# Failures that ended or stopped the student's process: the first thing to fix when a check saw several.
-STOPPING_KINDS = ("memory", "crashed", "timeout")
-
-
 def verdict_of(excinfo) -> BaseException:
     """What ended a check: the student's failure or the check's verdict, also when hypothesis
     wrapped several in a group (a failing example that failed otherwise when run again, as a
@@ -295,7 +289,7 @@ def verdict_of(excinfo) -> BaseException:
         if not leaves:
             break
         error = min(leaves, key=lambda e: (not isinstance(e, BaseExceptionGroup),
-                                           not (isinstance(e, StudentError) and e.kind in STOPPING_KINDS),
+                                           not (isinstance(e, StudentError) and e.kind in STOPPING),
                                            not isinstance(e, StudentError)))
     return error
 
@@ -329,26 +323,26 @@ def pytest_runtest_makereport(item, call):
         if mistakes:
             report.longrepr = "\n".join([str(report.longrepr), *(
                 f"This matches a known mistake: {m.title}." for m in mistakes)])
-        report.user_properties = [*report.user_properties, ("diagnoses", [
-            {"id": m.id, "title": m.title, "hint": m.hint} for m in mistakes])]
+        report.user_properties = [*report.user_properties, ("diagnoses", tuple(
+            Diagnosis(m.id, m.title, m.hint) for m in mistakes))]
     if call.when == "call" and CALLS in item.stash:
         del item.stash[CALLS]  # a session keeps its items: their answers would add up over the whole submission
     return report
 
 
-def failure_of(verdict: BaseException, type_name: str, hidden: bool) -> dict:
-    """What made a check fail (its :func:`verdict_of`), as data: the student's code failed
-    (:class:`Failure`), its answer was wrong (``wrong``, with the relation seen and, for a public
-    check, the picture), or the check itself broke (``check_error``: a bug of the kit's, the
-    exception's type ``type_name``). A hidden check's values stay here."""
+def failure_of(verdict: BaseException, type_name: str, hidden: bool) -> Failure:
+    """What made a check fail (its :func:`verdict_of`): the student's code failed (the
+    StudentError's), its answer was wrong (with the relation seen and, for a public check, the
+    picture), or the check itself broke (``check_error``: a bug of the kit's, the exception's type
+    ``type_name``). A hidden check's values stay here."""
     if isinstance(verdict, StudentError):
-        return verdict.failure.data()
+        return verdict.failure
     if isinstance(verdict, CheckFailure):
-        return {"kind": "wrong", **({"relation": verdict.relation} if verdict.relation else {}),
-                **({"picture": verdict.picture} if verdict.picture and not hidden else {})}
+        return Failure(FailureKind.WRONG, relation=verdict.relation or "",
+                       picture=verdict.picture if verdict.picture and not hidden else None)
     if isinstance(verdict, AssertionError):
-        return {"kind": "wrong"}
-    return {"kind": "check_error", "type": type_name}
+        return Failure(FailureKind.WRONG)
+    return Failure(FailureKind.CHECK_ERROR, type=type_name)
 
 
 def diagnose(item) -> list:
@@ -367,94 +361,75 @@ def diagnoser(config):
     return config.stash[DIAGNOSER]
 
 
-def summarise(lab: Lab, results: dict) -> dict:
-    """Points per part (in the lab's order) from per-check results."""
-    parts = {}
-    for entry in results.values():
-        part = parts.setdefault(entry["part"], {"points": 0.0, "max_points": 0.0, "passed": 0, "checks": 0})
-        part["max_points"] += entry["points"]
-        part["checks"] += 1
-        if entry["passed"]:
-            part["points"] += entry["points"]
-            part["passed"] += 1
-    ordered = {p: parts[p] for p in lab.part_ids if p in parts}
-    return {
-        "parts": ordered,
-        "total": round(sum(p["points"] for p in ordered.values()), 6),
-        "max_total": round(sum(p["max_points"] for p in ordered.values()), 6),
-    }
-
-
-def hint(entry: dict) -> str:
+def hint(check: CheckResult) -> str:
     """What to look at next for a failed check: the concept behind the known mistake it matches,
     what to do about a stub, an import error or a time-out, else what the check verifies."""
-    if entry["diagnoses"]:
-        return entry["diagnoses"][0]["hint"]
-    failure = entry.get("failure") or {}
-    kind, where = failure.get("kind"), failure.get("where", "")
-    if kind == "not_implemented":
-        return (f"{where} still raises NotImplementedError; its docstring states the contract "
+    if check.diagnoses:
+        return check.diagnoses[0].hint
+    failure = check.failure or Failure(FailureKind.CHECK_ERROR)
+    if failure.kind == FailureKind.NOT_IMPLEMENTED:
+        return (f"{failure.where} still raises NotImplementedError; its docstring states the contract "
                 "(shapes, dtype, what to return).")
-    if kind == "import":
-        return f"the module does not import: see {failure.get('file', 'it')} line {failure.get('line', '?')}; " \
+    if failure.kind == FailureKind.IMPORT:
+        return f"the module does not import: see {failure.file or 'it'} line {failure.line or '?'}; " \
                "`python <module>.py` shows the error too."
-    if kind == "timeout":
+    if failure.kind == FailureKind.TIMEOUT:
         return "look for a loop that never ends (or work that grows much faster than the input)."
-    if kind == "crashed":
+    if failure.kind == FailureKind.CRASHED:
         return "the process running your code ended: look for os._exit, sys.exit at the top level, or a native crash."
-    if kind == "memory":
+    if failure.kind == FailureKind.MEMORY:
         return "your code used too much memory: look for a tensor that grows with every loop, or a huge shape."
-    return f"this check verifies: {entry['about']}" if entry["about"] else "compare your result with the docstring."
+    return f"this check verifies: {check.about}" if check.about else "compare your result with the docstring."
 
 
 class Scoreboard:
-    """Collects each check's verdict, prints the points table and writes the JSON results."""
+    """Collects each check's verdict, prints the points table and writes the run's results."""
 
     def __init__(self, config):
         self.config = config
-        self.results: dict[str, dict] = {}
-        self.replayed = 0  # checks that passed by replay (autograder.judge.replay)
+        self.results: dict[str, CheckResult] = {}  # by node id, in the order they ran
 
     def pytest_runtest_logreport(self, report):
         props = dict(report.user_properties)
         if "part" not in props:
             return
-        props.pop("diagnoses", None)
-        props.pop("failure", None)
-        message = props.pop("message", None)  # without the known mistakes: the reports say those once per part
-        self.replayed += bool(props.pop("replayed", False))
-        entry = self.results.setdefault(report.nodeid, {"passed": True, "message": "", "diagnoses": [], **props})
+        check = self.results.setdefault(report.nodeid, CheckResult(
+            props["part"], props["check"], props["points"], True, props["hidden"], about=props["about"],
+            id=report.nodeid))
+        check.replayed = check.replayed or props.get("replayed", False)
         if report.failed or (report.skipped and report.when == "call"):
-            entry["passed"] = False
-            entry["message"] = entry["message"] or printable(message or str(report.longrepr or "skipped"))[:4000]
-        if report.failed and "failure" not in entry:
-            entry["failure"] = dict(report.user_properties).get("failure") or {"kind": "check_error"}
+            check.passed = False
+            # Without the known mistakes: the reports say those once per part.
+            check.message = check.message or printable(props.get("message") or str(report.longrepr or "skipped"))[:4000]
+        if report.failed and check.failure is None:
+            check.failure = props.get("failure") or Failure(FailureKind.CHECK_ERROR)
         if report.when == "call":
-            entry["diagnoses"] = dict(report.user_properties).get("diagnoses", [])
+            check.diagnoses = props.get("diagnoses", ())
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.results:
             return
         lab = self.config.stash[LAB]
-        summary = summarise(lab, self.results)
+        checks = list(self.results.values())
+        parts = RunResults(lab.name, checks).by_part(lab.part_ids)
         write = terminalreporter.write_line
-        hidden = any(entry["hidden"] for entry in self.results.values())
+        hidden = any(check.hidden for check in checks)
         terminalreporter.section(f"{lab.name} lab: points of the public and hidden checks" if hidden else
                                  f"{lab.name} lab: points of the public checks (your grade adds hidden ones)")
         write(f"{'part':<12} {'points':>13}   checks passed")
-        for part, row in summary["parts"].items():
+        for part, row in parts.items():
             write(f"{part:<12} {row['points']:>6g} / {row['max_points']:<4g}   {row['passed']} / {row['checks']}")
-        write(f"{'total':<12} {summary['total']:>6g} / {summary['max_total']:<4g}")
-        for part, row in summary["parts"].items():
+        write(f"{'total':<12} {total(checks, earned=True):>6g} / {total(checks):<4g}")
+        for part, row in parts.items():
             if row["passed"] < row["checks"]:
-                failed = [e for e in self.results.values() if e["part"] == part and not e["passed"]]
-                first = min(failed, key=lambda e: e["hidden"])  # a public one when there is one
+                failed = [c for c in checks if c.part == part and not c.passed]
+                first = min(failed, key=lambda c: c.hidden)  # a public one when there is one
                 write("")
-                write(f"{part}: first failing check: {first['check']}", bold=True)
-                for line in first["message"].strip().split("\n")[:8]:
+                write(f"{part}: first failing check: {first.name}", bold=True)
+                for line in first.message.strip().split("\n")[:8]:
                     write(f"  {line}")
                 write(f"  hint: {hint(first)}")
-                for dependency in dependencies(lab, part, list(self.results.values())):
+                for dependency in dependencies(lab, part, checks):
                     write(f"  {dependency_label(dependency)}: {dependency_sentence(part, dependency)}")
         for reach in self.config.stash.get(REACHES, [])[:5]:
             write(printable(f"not allowed: {reach.file} line {reach.line}: your code {reach.what}, reaching into internals "
@@ -467,9 +442,7 @@ class Scoreboard:
         out = self.config.getoption("results_json")
         if out:
             lab = self.config.stash[LAB]
-            payload = {"lab": lab.name, **summarise(lab, self.results), "sandbox": self.config.stash.get(SANDBOX, None),
-                       "notes": self.config.stash.get(NOTES, []),
-                       "reaches": [dataclasses.asdict(r) for r in self.config.stash.get(REACHES, [])],
-                       "replayed": self.replayed,
-                       "checks": [{"id": nodeid, **entry} for nodeid, entry in self.results.items()]}
-            write_atomically(Path(out), json.dumps(payload, indent=1))
+            run = RunResults(lab.name, list(self.results.values()), self.config.stash.get(SANDBOX, None),
+                             self.config.stash.get(NOTES, []),
+                             [dataclasses.asdict(r) for r in self.config.stash.get(REACHES, [])])
+            write_run(Path(out), run, lab.part_ids)

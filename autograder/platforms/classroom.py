@@ -20,24 +20,25 @@ import pytest
 
 from autograder.judge.plugin import checks_command_line, load_points
 from autograder.lab import Lab
+from autograder.results import RunResults, read_run, total
 
 
-def runner_results(lab: Lab, results: dict, points: dict) -> dict[str, dict]:
-    """``{part: runner result}`` for every part, from the checks' results JSON; a part whose
-    checks did not run is an ``error`` worth its points, so "Points X/Y" keeps its Y."""
+def runner_results(lab: Lab, run: RunResults | None, points: dict, error: str = "no result") -> dict[str, dict]:
+    """``{part: runner result}`` for every part, from the run of the checks (None: they could not
+    run, ``error`` says why); a part whose checks did not run is an ``error`` worth its points,
+    so "Points X/Y" keeps its Y."""
     runners = {}
     for part in lab.part_ids:
-        checks = [c for c in results.get("checks", []) if c["part"] == part]
+        checks = [c for c in (run.checks if run else []) if c.part == part]
         if not checks:
             runners[part] = {"version": 1, "status": "error", "max_score": round(sum(points.get(part, {}).values()), 6),
                              "tests": [{"name": f"{part}: the checks could not run", "status": "error", "score": 0,
-                                        "message": results.get("error", "no result"), "line_no": 0, "test_code": ""}]}
+                                        "message": error, "line_no": 0, "test_code": ""}]}
             continue
-        tests = [{"name": c["check"], "status": "pass" if c["passed"] else "fail",
-                  "score": c["points"] if c["passed"] else 0, "message": c["message"], "line_no": 0,
-                  "test_code": ""} for c in checks]
-        runners[part] = {"version": 1, "status": "pass" if all(c["passed"] for c in checks) else "fail",
-                         "max_score": round(sum(c["points"] for c in checks), 6), "tests": tests}
+        tests = [{"name": c.name, "status": "pass" if c.passed else "fail", "score": c.points if c.passed else 0,
+                  "message": c.message, "line_no": 0, "test_code": ""} for c in checks]
+        runners[part] = {"version": 1, "status": "pass" if all(c.passed for c in checks) else "fail",
+                         "max_score": total(checks), "tests": tests}
     return runners
 
 
@@ -52,11 +53,10 @@ def run(submission: Path, output: Path | None) -> int:
     with tempfile.TemporaryDirectory(prefix="autograder-classroom-") as tmp:
         results_json = Path(tmp) / "results.json"
         code = pytest.main(checks_command_line(checks, submission, None, str(results_json)) + ["--tb=no"])
-        if code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and results_json.is_file():
-            results = json.loads(results_json.read_text())
-        else:
-            results = {"error": f"the checks could not run (pytest exit code {int(code)}); see the step's log"}
-    runners = runner_results(Lab.load(checks.parent), results, load_points(checks))
+        ran = code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and results_json.is_file()
+        run = read_run(results_json) if ran else None
+    runners = runner_results(Lab.load(checks.parent), run, load_points(checks),
+                             f"the checks could not run (pytest exit code {int(code)}); see the step's log")
     lines = "".join(f"{part}={encode_runner(result)}\n" for part, result in runners.items())
     if output is None:
         print(lines, end="")

@@ -16,7 +16,7 @@ from sqlalchemy.exc import SAWarning
 
 from autograder.authoring.release import course_config, run_nbgrader
 from autograder.lab import KIT_ROOT, Lab
-from autograder.reports.records import handed_in
+from autograder.results import SubmissionResult
 
 
 def course_gradebook() -> str:
@@ -49,7 +49,7 @@ def register_assignment(lab: Lab, db_url: str) -> None:
                      database)
 
 
-def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
+def record(lab: Lab, records: list[SubmissionResult], db_url: str | None = None) -> int:
     """Write each student's points per part of ``lab`` into the gradebook; return how many students
     handed it in (the others get no submission: nbgrader's own export says it is missing)."""
     db_url = db_url or course_gradebook()
@@ -59,9 +59,9 @@ def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
         # nbgrader's add_submission builds its objects in a way SQLAlchemy warns about (upstream, harmless).
         warnings.simplefilter("ignore", SAWarning)
         for record in records:
-            student = record["student"]
+            student = record.student
             gb.update_or_create_student(student)
-            if not handed_in(record):
+            if not record.handed_in:
                 continue
             try:
                 gb.find_submission(lab.name, student)
@@ -69,7 +69,7 @@ def record(lab: Lab, records: list[dict], db_url: str | None = None) -> int:
                 gb.add_submission(lab.name, student)
             for part in lab.part_ids:
                 grade = gb.find_grade(f"auto_{part}", notebook, lab.name, student)
-                grade.manual_score = record["parts"][part]["points"]
+                grade.manual_score = record.parts[part].points
                 grade.needs_manual_grade = False
             gb.db.commit()
-    return sum(handed_in(record) for record in records)
+    return sum(record.handed_in for record in records)

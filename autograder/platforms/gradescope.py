@@ -23,7 +23,7 @@ from autograder.batch.grade import MAX_FILE_BYTES, grade, part_of_lab, student_f
 from autograder.files import write_atomically
 from autograder.lab import Lab, find_lab
 from autograder.reports.feedback import gradescope
-from autograder.reports.records import load_record
+from autograder.results import read_record
 
 MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
 MAX_ARCHIVES = 20
@@ -148,7 +148,7 @@ def run(root: Path, jobs: int = 1) -> dict:
             cohort = Path(tmp) / "cohort"
             notes = collect(lab, root / "submission", cohort / "submission" / lab.name)
             grade(lab, cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
-            record = load_record(student_folder(Path(tmp) / "out", "submission"))
+            record = read_record(student_folder(Path(tmp) / "out", "submission"))
         results = gradescope(lab, record)
         if notes:
             results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]

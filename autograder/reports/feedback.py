@@ -22,7 +22,8 @@ from autograder.files import write_atomically
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence
 from autograder.lab import Lab
 from autograder.reports.heatmap import heatmap_svg
-from autograder.reports.records import NOT_HANDED_IN, handed_in, hidden_line, points
+from autograder.reports.records import hidden_line
+from autograder.results import NOT_HANDED_IN, SAID_ONCE, CheckResult, SubmissionResult, total, write_record
 from autograder.text import markdown_block, markdown_span, one_line, printable, relation_sentence
 
 # Every value a page shows is made printable, then escaped: autoescape alone leaves control and
@@ -41,21 +42,18 @@ def state(got: float, out_of: float) -> str:
     return "full" if got >= out_of else "partial" if got > 0 else "none"
 
 
-# Failures that say the same to every check that meets them (a module that does not import, is
-# missing, a function not implemented yet): one entry per message, naming the other checks.
-SAID_ONCE = {"import", "missing", "not_implemented"}
-
-
-def diagnosis(check: dict) -> tuple:
+def diagnosis(check: CheckResult) -> tuple:
     """What a wrong answer was seen to be: the relation of its values to the expected ones and the
     known mistakes it matches; () when nothing was seen (its own picture is then the only clue)."""
-    relation = (check.get("failure") or {}).get("relation")
-    return (relation, *sorted(check.get("diagnoses", []))) if relation or check.get("diagnoses") else ()
+    relation = check.failure.relation if check.failure else ""
+    ids = sorted(d.id for d in check.diagnoses)
+    return (relation or None, *ids) if relation or ids else ()
 
 
-def once_per_fact(failed: list[dict]) -> list[dict]:
+def once_per_fact(failed: list[CheckResult]) -> list[dict]:
     """The failed public checks as the feedback lists them: one entry each, except that checks failing
-    with the same message of a ``SAID_ONCE`` kind share the first one's entry (its points summed).
+    with the same message of a kind said once (``results.SAID_ONCE``: a module that does not import,
+    is missing, a function not implemented yet) share the first one's entry (its points summed).
     Wrong answers keep an entry each (their values differ), but a diagnosis is explained once: the
     first check seen to be, say, transposed keeps the sentence and names the others (``same``), the
     first of them with a picture keeps its picture; the rest leave both out."""
@@ -64,24 +62,23 @@ def once_per_fact(failed: list[dict]) -> list[dict]:
     explained: dict[tuple, dict] = {}  # a diagnosis: the entry that explains it
     pictured: set[tuple] = set()  # the diagnoses whose picture is shown
     for check in failed:
-        failure = check.get("failure") or {}
-        entry = {"name": check["name"], "points": check["points"], "about": check.get("about", ""),
-                 "message": printable(check["message"].strip()), "picture": failure.get("picture"),
+        entry = {"name": check.name, "points": check.points, "about": check.about,
+                 "message": printable(check.message.strip()), "picture": check.failure.picture if check.failure else None,
                  "also": [], "same": []}
-        kind = failure.get("kind")
+        kind = check.kind
         if kind in SAID_ONCE and (kind, entry["message"]) in first:
             shared = first[kind, entry["message"]]
-            shared["also"].append(check["name"])
-            shared["points"] = round(shared["points"] + check["points"], 6)
+            shared["also"].append(check.name)
+            shared["points"] = round(shared["points"] + check.points, 6)
             shared["about"] = ""  # what one check checks no longer describes the entry
             continue
         if kind in SAID_ONCE:
             first[kind, entry["message"]] = entry
         seen = diagnosis(check)
         if seen in explained:
-            explained[seen]["same"].append(check["name"])
-            if failure.get("relation"):
-                entry["message"] = entry["message"].replace(printable(relation_sentence(failure["relation"])), "")
+            explained[seen]["same"].append(check.name)
+            if seen[0]:  # the relation
+                entry["message"] = entry["message"].replace(printable(relation_sentence(seen[0])), "")
         elif seen:
             explained[seen] = entry
         if seen and entry["picture"]:
@@ -106,26 +103,27 @@ def also(check: dict) -> str:
     return f" and {more} more check{'s' if more > 1 else ''}" if more else ""
 
 
-def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
+def feedback_view(lab: Lab, record: SubmissionResult, hidden: bool = True) -> dict:
     """Everything the feedback shows, in order. With ``hidden=False`` nothing about hidden checks
     (Gradescope's top-level output, visible before grades are published): points are public ones."""
-    seen = [c for c in record["checks"] if hidden or not c["hidden"]]
+    everything = record.checks
+    seen = [c for c in everything if hidden or not c.hidden]
     parts = []
     for part in lab.part_ids:
-        checks = [c for c in seen if c["part"] == part]
-        public = [c for c in checks if not c["hidden"]]
-        secret = [c for c in checks if c["hidden"]]
-        got = points(checks, passed=True)
-        out_of = points(checks) if record["checks"] else record["parts"][part]["max_points"]  # checks never ran
-        failed = [c for c in public if not c["passed"]]
+        checks = [c for c in seen if c.part == part]
+        public = [c for c in checks if not c.hidden]
+        secret = [c for c in checks if c.hidden]
+        got = total(checks, earned=True)
+        out_of = total(checks) if everything else record.parts[part].max_points  # checks never ran
+        failed = [c for c in public if not c.passed]
         mistakes = []
-        for mistake in record["parts"][part].get("misconceptions", []):
-            matched = [c for c in checks if mistake["id"] in c.get("diagnoses", [])]
-            mistakes.append({**mistake, "public": sum(not c["hidden"] for c in matched),
-                             "hidden": sum(c["hidden"] for c in matched)})
+        for mistake in record.parts[part].misconceptions:
+            matched = [c for c in checks if not c.passed and mistake["id"] in {d.id for d in c.diagnoses}]
+            mistakes.append({**mistake, "public": sum(not c.hidden for c in matched),
+                             "hidden": sum(c.hidden for c in matched)})
         parts.append({
             "id": part, "title": lab.part(part).title, "points": got, "max_points": out_of,
-            "state": state(got, out_of), "passed": sum(c["passed"] for c in checks), "checks": len(checks),
+            "state": state(got, out_of), "passed": sum(c.passed for c in checks), "checks": len(checks),
             # Ordered by what this view counts: before publication, the order must not tell what
             # hidden checks matched (a student could make that depend on a hidden input).
             "mistakes": sorted((m for m in mistakes if m["public"] or m["hidden"]),
@@ -133,15 +131,15 @@ def feedback_view(lab: Lab, record: dict, hidden: bool = True) -> dict:
             "depends": [{"label": dependency_label(d), "sentence": dependency_sentence(part, d)}
                         for d in dependencies(lab, part, seen)],
             "failed": once_per_fact(failed),
-            "passed_checks": [c["name"] for c in public if c["passed"]],
-            "hidden": {"passed": sum(c["passed"] for c in secret), "total": len(secret),
-                       "failed": [{"name": c["name"], "line": hidden_line(c)} for c in secret if not c["passed"]]},
+            "passed_checks": [c.name for c in public if c.passed],
+            "hidden": {"passed": sum(c.passed for c in secret), "total": len(secret),
+                       "failed": [{"name": c.name, "line": hidden_line(c)} for c in secret if not c.passed]},
         })
-    got, out_of = points(seen, passed=True), round(sum(part["max_points"] for part in parts), 6)
-    status = record["status"] if hidden else record.get("public_status", record["status"])
-    return {"lab": lab.title, "student": one_line(record["student"]), "hidden": hidden,
-            "handed_in": handed_in(record), "total": got, "max_total": out_of, "state": state(got, out_of),
-            "status": "" if status in ("graded", NOT_HANDED_IN) else status, "notes": record["notes"], "parts": parts}
+    got, out_of = total(seen, earned=True), round(sum(part["max_points"] for part in parts), 6)
+    status = record.status if hidden else record.public_status
+    return {"lab": lab.title, "student": one_line(record.student), "hidden": hidden,
+            "handed_in": record.handed_in, "total": got, "max_total": out_of, "state": state(got, out_of),
+            "status": "" if status in ("graded", NOT_HANDED_IN) else status, "notes": record.notes, "parts": parts}
 
 
 def picture_markdown(picture: dict) -> str:
@@ -150,7 +148,7 @@ def picture_markdown(picture: dict) -> str:
     return f"![your values beside the expected ones](data:image/svg+xml;base64,{svg})"
 
 
-def feedback_markdown(lab: Lab, record: dict, hidden: bool = True) -> str:
+def feedback_markdown(lab: Lab, record: SubmissionResult, hidden: bool = True) -> str:
     view = feedback_view(lab, record, hidden)
     heading = f"{view['total']:g} / {view['max_total']:g}" if hidden else \
         f"public checks {view['total']:g} / {view['max_total']:g} (hidden checks: after grades are published)"
@@ -193,28 +191,28 @@ def matched(mistake: dict, hidden: bool) -> str:
     return said + (f" and {mistake['hidden']} hidden" if hidden and mistake["hidden"] else "")
 
 
-def feedback_html(lab: Lab, record: dict) -> str:
+def feedback_html(lab: Lab, record: SubmissionResult) -> str:
     view = feedback_view(lab, record)
     return TEMPLATES.get_template("feedback.html").render(view=view, matched=matched, also=also, same=same)
 
 
-def gradescope(lab: Lab, record: dict) -> dict:
+def gradescope(lab: Lab, record: SubmissionResult) -> dict:
     """Gradescope's results.json. Hidden checks are tests visible after publication, each with one
     line saying what it checks; the top-level ``output`` (visible at once) holds the public
     feedback only. Gradescope hides the total while any test is hidden, so it reveals nothing."""
-    tests = [{"name": f"{check['part']}: {check['name']}", "score": check["points"] if check["passed"] else 0.0,
-              "max_score": check["points"], "status": "passed" if check["passed"] else "failed",
-              "visibility": "after_published" if check["hidden"] else "visible",
-              "output": hidden_line(check) if check["hidden"] else check["message"],
+    tests = [{"name": f"{check.part}: {check.name}", "score": check.earned,
+              "max_score": check.points, "status": "passed" if check.passed else "failed",
+              "visibility": "after_published" if check.hidden else "visible",
+              "output": hidden_line(check) if check.hidden else check.message,
               "output_format": "text"}  # the student's own words, shown as they are, never as Markdown or HTML
-             for check in record["checks"]]
-    return {"score": record["total"], "execution_time": record["seconds"],
+             for check in record.checks]
+    return {"score": record.total, "execution_time": round(record.seconds, 3),
             "output": feedback_markdown(lab, record, hidden=False), "output_format": "md", "test_output_format": "text",
             "visibility": "visible", "tests": tests}
 
 
-def write_student(lab: Lab, folder: Path, record: dict) -> None:
-    write_atomically(folder / "summary.json", json.dumps(record, indent=1))
+def write_student(lab: Lab, folder: Path, record: SubmissionResult) -> None:
+    write_record(folder, record)
     write_atomically(folder / "results.json", json.dumps(gradescope(lab, record), indent=1))
     write_atomically(folder / "feedback.md", feedback_markdown(lab, record))
     write_atomically(folder / "feedback.html", feedback_html(lab, record))

@@ -1,0 +1,284 @@
+"""A grade as data: what one check, one part and one submission got, read and written here only.
+
+The judge (:mod:`autograder.judge.plugin`) turns each check's verdict into a :class:`CheckResult`
+and writes a run's results (:func:`write_run`, the file ``make check --results-json`` and a
+grading lane write); batch grading reads them back (:func:`read_run`) into a
+:class:`SubmissionResult`, the record every report and platform renders from (feedback,
+class report, Gradescope, Classroom, the gradebook, grades.csv), kept as ``summary.json``
+(:meth:`SubmissionResult.to_json` / :meth:`SubmissionResult.from_json`). Totals are
+properties: computed in one place, never stored apart from the checks they add up.
+
+A hidden check's result keeps its name, points and what it checks, never its message in the
+record: its inputs and expected values never reach a file a student can see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from autograder.files import write_atomically
+
+
+class FailureKind(StrEnum):
+    """Why a check failed. The student's code: it raised (``exception``), is a stub
+    (``not_implemented``), its module did not import or is missing, a call ran out of time or
+    memory, the process running it crashed or broke the protocol, an answer could not be read
+    (``bad_value``, ``too_large``), a call was refused (``forbidden``: the code reaches into
+    internals) or was malformed (``bad_request``). The check's verdict: ``wrong``. The kit's own
+    bug: ``check_error``."""
+
+    WRONG = "wrong"
+    EXCEPTION = "exception"
+    NOT_IMPLEMENTED = "not_implemented"
+    IMPORT = "import"
+    MISSING = "missing"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    CRASHED = "crashed"
+    PROTOCOL = "protocol"
+    BAD_VALUE = "bad_value"
+    TOO_LARGE = "too_large"
+    BAD_REQUEST = "bad_request"
+    FORBIDDEN = "forbidden"
+    CHECK_ERROR = "check_error"
+
+    @classmethod
+    def reported_by_worker(cls, said: object) -> FailureKind:
+        """The kind a worker's error answer names; the worker runs student code, so a kind only the
+        judge may decide (a crash, a wrong answer, a broken check) or none at all is an exception."""
+        return cls(said) if isinstance(said, str) and said in WORKER_KINDS else cls.EXCEPTION
+
+
+# What the worker itself may report (the rest the judge decides: harness.remote, judge.plugin).
+WORKER_KINDS = {FailureKind.EXCEPTION, FailureKind.NOT_IMPLEMENTED, FailureKind.IMPORT, FailureKind.MISSING,
+                FailureKind.TIMEOUT, FailureKind.MEMORY, FailureKind.FORBIDDEN, FailureKind.BAD_VALUE,
+                FailureKind.BAD_REQUEST}
+# Failures that ended or stopped the student's process: the first thing to fix when a check saw several.
+STOPPING = {FailureKind.MEMORY, FailureKind.CRASHED, FailureKind.TIMEOUT}
+# Failures that are neither a wrong answer nor an error of the student's code: the class report flags them.
+TROUBLE = {*STOPPING, FailureKind.PROTOCOL}
+# Failures that say the same to every check that meets them: the feedback says each once.
+SAID_ONCE = {FailureKind.IMPORT, FailureKind.MISSING, FailureKind.NOT_IMPLEMENTED}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What made a check fail, as data (reports and hints never parse messages)."""
+
+    kind: FailureKind
+    where: str = ""  # the call ("module.function")
+    type: str = ""  # the exception's type (for check_error: the judge's)
+    file: str = ""  # the submission's file and line where it happened
+    line: int = 0
+    phase: str = ""  # "import": while a module was loading
+    loading: tuple[str, ...] = ()  # a hung import: the files that never finished loading
+    signal: str = ""  # a crash: the signal that ended the process ("SIGSEGV")
+    exit_code: int | None = None  # ... or the code it exited with
+    called_from: str = ""  # the submission's outermost line, when ``file`` is another module ("model.py line 4")
+    relation: str = ""  # a wrong answer: how its values relate to the expected ones (judge.relations)
+    picture: dict | None = field(default=None, compare=False)  # ... and, for a public check, both side by side
+
+    def data(self) -> dict:
+        """The fields that say something, as JSON holds them."""
+        return {key: list(value) if isinstance(value, tuple) else str(value) if key == "kind" else value
+                for key, value in dataclasses.asdict(self).items() if value not in ("", 0, (), None) or key == "kind"}
+
+    @classmethod
+    def from_data(cls, data: dict) -> Failure:
+        known = {f.name for f in dataclasses.fields(cls)}
+        fields = {key: tuple(value) if key == "loading" else value for key, value in data.items() if key in known}
+        return cls(**{**fields, "kind": FailureKind(data.get("kind", FailureKind.CHECK_ERROR))})
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A known mistake a failed check's answers match (:mod:`autograder.judge.misconceptions`)."""
+
+    id: str
+    title: str
+    hint: str
+
+
+@dataclass
+class CheckResult:
+    part: str
+    name: str
+    points: float  # what the check is worth
+    passed: bool
+    hidden: bool = False
+    message: str = ""  # why it failed, in the student's words ("" for a hidden check in a record)
+    about: str = ""  # what it checks, in one line (all a student learns of a hidden check)
+    failure: Failure | None = None
+    diagnoses: tuple[Diagnosis, ...] = ()
+    id: str = ""  # pytest's node id (a run's results only)
+    replayed: bool = False  # passed by replay (autograder.judge.replay; a run's results only)
+
+    @property
+    def earned(self) -> float:
+        return self.points if self.passed else 0.0
+
+    @property
+    def kind(self) -> FailureKind | None:
+        return self.failure.kind if self.failure else None
+
+
+def total(checks: list[CheckResult], earned: bool = False) -> float:
+    """The points ``checks`` are worth (with ``earned``: the points they got)."""
+    return round(sum(c.earned if earned else c.points for c in checks), 6)
+
+
+@dataclass
+class PartResult:
+    """One part's checks; a part whose checks never ran is worth its weight and earns nothing."""
+
+    id: str
+    weight: float
+    checks: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def points(self) -> float:
+        return sum((c.earned for c in self.checks), 0.0)
+
+    @property
+    def max_points(self) -> float:
+        return sum((c.points for c in self.checks), 0.0) if self.checks else self.weight
+
+    @property
+    def passed(self) -> int:
+        return sum(c.passed for c in self.checks)
+
+    @property
+    def misconceptions(self) -> list[dict]:
+        """The known mistakes its failed checks matched, each with how many it explains, most first."""
+        found: dict[str, dict] = {}
+        for check in self.checks:
+            for mistake in () if check.passed else check.diagnoses:
+                found.setdefault(mistake.id, {**dataclasses.asdict(mistake), "checks": 0})["checks"] += 1
+        return sorted(found.values(), key=lambda m: -m["checks"])
+
+
+NOT_HANDED_IN = "not handed in"
+
+
+@dataclass
+class SubmissionResult:
+    """One student's grade in one lab: the record every report renders from (``summary.json``)."""
+
+    lab: str
+    student: str
+    parts: dict[str, PartResult]  # in the lab's teaching order
+    handed_in: bool = True
+    status: str = "graded"  # what cost points beyond wrong answers (reports.records.status_of)
+    public_status: str = "graded"  # ... as a student may read it before hidden results are published
+    notes: list[str] = field(default_factory=list)  # what staging and the run noticed; costs nothing
+    reaches: list[dict] = field(default_factory=list)  # where the code reaches into internals (judge.internals)
+    seconds: float = 0.0
+
+    @property
+    def checks(self) -> list[CheckResult]:
+        return [check for part in self.parts.values() for check in part.checks]
+
+    @property
+    def total(self) -> float:
+        return round(sum(p.points for p in self.parts.values()), 6)
+
+    @property
+    def max_total(self) -> float:
+        return round(sum(p.max_points for p in self.parts.values()), 6)
+
+    def to_json(self) -> dict:
+        """The record as ``summary.json`` holds it; a hidden check's message is never written."""
+        return {
+            "lab": self.lab, "student": self.student, "handed_in": self.handed_in, "status": self.status,
+            "public_status": self.public_status, "notes": self.notes, "reaches": self.reaches,
+            "parts": {p.id: {"points": p.points, "max_points": p.max_points, "misconceptions": p.misconceptions}
+                      for p in self.parts.values()},
+            "total": self.total, "max_total": self.max_total, "seconds": round(self.seconds, 3),
+            "checks": [{"part": c.part, "name": c.name, "hidden": c.hidden, "points": c.points, "passed": c.passed,
+                        "message": "" if c.hidden else c.message, "about": c.about,
+                        **({} if c.passed else {"failure": c.failure.data() if c.failure else {},
+                                                "diagnoses": [d.id for d in c.diagnoses]})}
+                       for c in self.checks],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> SubmissionResult:
+        parts = {}
+        for part, row in data["parts"].items():
+            known = {m["id"]: Diagnosis(m["id"], m["title"], m["hint"]) for m in row.get("misconceptions", [])}
+            checks = [CheckResult(c["part"], c["name"], c["points"], c["passed"], c["hidden"], c["message"],
+                                  c.get("about", ""), Failure.from_data(c["failure"]) if c.get("failure") else None,
+                                  tuple(known[i] for i in c.get("diagnoses", []) if i in known))
+                      for c in data["checks"] if c["part"] == part]
+            parts[part] = PartResult(part, row["max_points"], checks)
+        return cls(data["lab"], data["student"], parts, data.get("handed_in", True), data["status"],
+                   data.get("public_status", data["status"]), data.get("notes", []), data.get("reaches", []),
+                   data.get("seconds", 0.0))
+
+
+def read_record(folder: Path) -> SubmissionResult | None:
+    """The record in ``folder/summary.json``; None when there is none (or it cannot be read)."""
+    try:
+        return SubmissionResult.from_json(json.loads((folder / "summary.json").read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_record(folder: Path, record: SubmissionResult) -> None:
+    write_atomically(folder / "summary.json", json.dumps(record.to_json(), indent=1))
+
+
+@dataclass
+class RunResults:
+    """What one run of the checks on one submission found (the judge's file): every check's result
+    and what the run noticed besides."""
+
+    lab: str
+    checks: list[CheckResult]
+    sandbox: dict | None = None  # what the worker's sandbox enforced and could not ({"enforced", "missing"})
+    notes: list[str] = field(default_factory=list)
+    reaches: list[dict] = field(default_factory=list)
+
+    @property
+    def replayed(self) -> int:
+        return sum(c.replayed for c in self.checks)
+
+    def by_part(self, part_ids: list[str]) -> dict[str, dict]:
+        """Points per part of the checks that ran, in the lab's order."""
+        parts = {}
+        for part in part_ids:
+            checks = [c for c in self.checks if c.part == part]
+            if checks:
+                parts[part] = {"points": sum((c.earned for c in checks), 0.0),
+                               "max_points": sum((c.points for c in checks), 0.0),
+                               "passed": sum(c.passed for c in checks), "checks": len(checks)}
+        return parts
+
+
+def write_run(path: Path, run: RunResults, part_ids: list[str]) -> None:
+    """The judge's results file: the run's checks, with their full messages and diagnoses."""
+    parts = run.by_part(part_ids)
+    payload = {"lab": run.lab, "parts": parts,
+               "total": round(sum(p["points"] for p in parts.values()), 6),
+               "max_total": round(sum(p["max_points"] for p in parts.values()), 6),
+               "sandbox": run.sandbox, "notes": run.notes, "reaches": run.reaches, "replayed": run.replayed,
+               "checks": [{"id": c.id, "passed": c.passed, "message": c.message,
+                           "diagnoses": [dataclasses.asdict(d) for d in c.diagnoses], "part": c.part, "check": c.name,
+                           "hidden": c.hidden, "points": c.points, "about": c.about,
+                           **({"failure": c.failure.data()} if c.failure else {}),
+                           **({"replayed": True} if c.replayed else {})} for c in run.checks]}
+    write_atomically(path, json.dumps(payload, indent=1))
+
+
+def read_run(path: Path) -> RunResults:
+    data = json.loads(path.read_text())
+    return RunResults(data["lab"], [
+        CheckResult(c["part"], c["check"], c["points"], c["passed"], c["hidden"], c["message"], c.get("about", ""),
+                    Failure.from_data(c["failure"]) if "failure" in c else None,
+                    tuple(Diagnosis(d["id"], d["title"], d["hint"]) for d in c.get("diagnoses", [])), c["id"],
+                    c.get("replayed", False))
+        for c in data["checks"]], data.get("sandbox"), data.get("notes", []), data.get("reaches", []))

@@ -1,0 +1,140 @@
+"""The result model (autograder/results.py) and every export rendered from it, on hand-built
+results, and the limits (autograder/limits.py): nothing is graded here."""
+
+import argparse
+import csv
+import io
+import json
+import re
+
+from autograder.platforms.classroom import runner_results
+from autograder.reports.feedback import gradescope
+from autograder.reports.records import grades_csv, student_record
+from autograder.results import (CheckResult, Diagnosis, Failure, FailureKind, PartResult, RunResults, SubmissionResult,
+                                read_record, read_run, write_record, write_run)
+from autograder.limits import DEFAULTS, Limits, add_options, from_options, markdown_table
+from conftest import KIT, LAB
+
+TRANSPOSED = Diagnosis("scores.transposed", "the keys transposed twice", "look at which dim is summed")
+SECRET = "expected [[0.25, 0.75]] for the hidden input [[9.0, 1.0]]"
+
+
+def checks() -> list[CheckResult]:
+    """A run of every kind of result: passed, wrong with a diagnosis and a picture, hidden and
+    wrong, timed out while loading, crashed, a part never reached."""
+    picture = {"actual": [[1.0]], "expected": [[0.0]], "differ": [[1]], "slice": [], "rows": [0, 1], "cols": [0, 1],
+               "shape": [1, 1], "mask": False}
+    return [
+        CheckResult("scores", "test_shape", 1.5, True, about="the shape", id="t::a"),
+        CheckResult("scores", "test_values", 2.0, False, message="1 of 4 entries differ", about="the values",
+                    failure=Failure(FailureKind.WRONG, relation="transposed", picture=picture),
+                    diagnoses=(TRANSPOSED,), id="t::b"),
+        CheckResult("scores", "test_hidden_values", 3.0, False, hidden=True, message=SECRET, about="other sizes",
+                    failure=Failure(FailureKind.WRONG), diagnoses=(TRANSPOSED,), id="t::c"),
+        CheckResult("softmax", "test_rows", 1.0, True, replayed=True, id="t::d"),
+        CheckResult("softmax", "test_stable", 0.5, False, message="did not finish in 10 s",
+                    failure=Failure(FailureKind.TIMEOUT, where="softmax.softmax", loading=("softmax.py",)), id="t::e"),
+        CheckResult("projections", "test_qkv", 2.0, False, message="the process was killed",
+                    failure=Failure(FailureKind.CRASHED, where="projections.project", signal="SIGSEGV"), id="t::f"),
+    ]
+
+
+def record() -> SubmissionResult:
+    return student_record(LAB, "ann", RunResults(LAB.name, checks(), notes=["printed a lot"]), [],
+                          ["README.md: not part of the assignment, not graded"], None, 1.23456)
+
+
+def test_totals_are_the_sums_of_the_checks_and_a_part_never_run_keeps_its_weight():
+    result = record()
+    assert (result.parts["scores"].points, result.parts["scores"].max_points, result.parts["scores"].passed) == \
+        (1.5, 6.5, 1)
+    masking = result.parts["masking"]
+    assert (masking.points, masking.max_points, masking.checks) == (0.0, LAB.part("masking").weight, [])
+    assert result.total == 2.5
+    assert result.max_total == round(6.5 + 1.5 + 2.0 + sum(LAB.part(p).weight for p in LAB.part_ids[3:]), 6)
+    assert result.parts["scores"].misconceptions == [{"id": TRANSPOSED.id, "title": TRANSPOSED.title,
+                                                      "hint": TRANSPOSED.hint, "checks": 2}]
+    assert result.status == "timed out: loading softmax.py; crashed: projections.project (SIGSEGV)"
+    assert result.public_status == result.status  # neither comes from a hidden check
+
+
+def test_a_record_reads_back_as_it_was_written_and_never_holds_a_hidden_message(tmp_path):
+    written = record()
+    write_record(tmp_path, written)
+    text = (tmp_path / "summary.json").read_text()
+    assert "hidden input" not in text and '"message": "1 of 4 entries differ"' in text
+    again = read_record(tmp_path)
+    assert again.to_json() == written.to_json()
+    assert [c.failure for c in again.checks] == [c.failure for c in written.checks]
+    assert again.parts["scores"].checks[1].diagnoses == (TRANSPOSED,)
+    assert read_record(tmp_path / "nowhere") is None
+
+
+def test_a_run_reads_back_with_every_field(tmp_path):
+    run = RunResults(LAB.name, checks(), {"enforced": ["a view"], "missing": []}, ["a note"],
+                     [{"file": "scores.py", "line": 3, "what": "imports torch._C"}])
+    write_run(tmp_path / "run.json", run, LAB.part_ids)
+    again = read_run(tmp_path / "run.json")
+    assert again == run and again.replayed == 1
+    assert json.loads((tmp_path / "run.json").read_text())["total"] == 2.5
+
+
+def test_a_worker_names_only_the_failures_that_are_its_own():
+    """A worker runs student code: it cannot make a failure a crash, a wrong answer or a broken check."""
+    assert FailureKind.reported_by_worker("timeout") == FailureKind.TIMEOUT
+    assert FailureKind.reported_by_worker("not_implemented") == FailureKind.NOT_IMPLEMENTED
+    for claimed in ("check_error", "wrong", "crashed", "protocol", "nonsense", None, ["timeout"]):
+        assert FailureKind.reported_by_worker(claimed) == FailureKind.EXCEPTION, claimed
+
+
+def test_gradescope_gets_every_check_and_no_hidden_value():
+    results = gradescope(LAB, record())
+    assert results["score"] == 2.5 and results["execution_time"] == 1.235
+    tests = {t["name"]: t for t in results["tests"]}
+    assert tests["scores: test_shape"] | {} == {
+        "name": "scores: test_shape", "score": 1.5, "max_score": 1.5, "status": "passed", "visibility": "visible",
+        "output": "", "output_format": "text"}
+    hidden = tests["scores: test_hidden_values"]
+    assert (hidden["score"], hidden["max_score"], hidden["visibility"], hidden["output"]) == \
+        (0.0, 3.0, "after_published", "checks: other sizes")
+    assert SECRET not in json.dumps(results)
+    assert "hidden" not in results["output"].lower().split("public checks", 1)[0]  # the heading is the public one
+
+
+def test_classroom_gets_one_runner_result_per_part_that_adds_up():
+    runners = runner_results(LAB, RunResults(LAB.name, [c for c in checks() if not c.hidden]), {})
+    assert set(runners) == set(LAB.part_ids)
+    scores = runners["scores"]
+    assert (scores["status"], scores["max_score"], [t["score"] for t in scores["tests"]]) == ("fail", 3.5, [1.5, 0])
+    assert runners["masking"]["status"] == "error"
+    assert runner_results(LAB, None, {"scores": {"a": 2.0}}, "pytest exit code 4")["scores"]["tests"][0]["message"] == \
+        "pytest exit code 4"
+
+
+def test_the_grades_table_has_a_row_per_record():
+    rows = list(csv.DictReader(io.StringIO(grades_csv(LAB, [record()]))))
+    assert [(r["student"], r["scores"], r["softmax"], r["total"], r["notes"]) for r in rows] == [
+        ("ann", "1.5", "1", "2.5", "README.md: not part of the assignment, not graded; printed a lot")]
+
+
+def test_a_student_who_handed_nothing_in_gets_zero_of_the_real_maximum():
+    absent = student_record(LAB, "bo", None, [], [], None, 0.0, handed_in=False)
+    assert (absent.total, absent.max_total, absent.status) == (0.0, LAB.max_points, "not handed in")
+    assert PartResult("p", 4.0).max_points == 4.0
+
+
+def test_the_readme_lists_the_limits_as_declared():
+    assert markdown_table() in (KIT / "README.md").read_text()
+
+
+def test_limits_travel_between_processes_as_generated_options():
+    parser = argparse.ArgumentParser()
+    add_options(parser.add_argument)
+    assert from_options(parser.parse_args([])) == DEFAULTS
+    chosen = Limits(call_timeout=1.5, module_budget=4.0)
+    assert from_options(parser.parse_args(chosen.argv())) == chosen
+
+
+def test_the_readme_names_every_failure_kind_in_order():
+    said = (KIT / "README.md").read_text().split("`FailureKind`:", 1)[1].split(";", 1)[0]
+    assert re.findall(r"`(\w+)`", said) == [kind.value for kind in FailureKind]
