@@ -111,7 +111,7 @@ def main(lab: Path, out: Path) -> None:
     request = RemoteCode.request
 
     def noted(self, message, wrap=True):
-        if self._shared["memo"] is None:  # the student's side, not the reference's
+        if self._shared.memo is None:  # the student's side, not the reference's
             recorder.note(message)
         return request(self, message, wrap)
 

@@ -2,6 +2,10 @@
 stages before it and from the shared modules (no layer reaches up)."""
 
 import ast
+import subprocess
+import sys
+
+import pytest
 
 from conftest import KIT
 
@@ -48,3 +52,15 @@ def test_no_stage_reaches_up():
             if own is None or RANK[target] > RANK[own]:
                 reaching_up.append(f"{dotted} imports {imported}")
     assert reaching_up == []
+
+
+@pytest.mark.slow
+def test_importing_the_plugin_changes_nothing():
+    """Hypothesis's settings are the plugin's only when pytest runs it (a platform or tool importing
+    a helper of it draws as before)."""
+    probe = ("import hypothesis\nfrom hypothesis.internal.conjecture import providers\n"
+             "before = (hypothesis.settings.default, providers._get_local_constants)\n"
+             "import autograder.judge.plugin\n"
+             "assert (hypothesis.settings.default, providers._get_local_constants) == before\n")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=KIT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -9,7 +9,8 @@ import time
 import pytest
 import torch
 
-from autograder.harness.remote import Recording, RemoteCode, StudentError
+from autograder.harness.recording import Recording
+from autograder.harness.remote import RemoteCode, StudentError
 from autograder.judge.replay import RUNS_PER_CHECK, Replays
 from conftest import KIT, SOLUTIONS, submission_with
 

@@ -1,6 +1,7 @@
 """Hostile submissions: student code cannot change its score, read what it must not, reach the
 network, hang, exhaust the machine or crash the grader."""
 
+import dataclasses
 import socket
 import textwrap
 import threading
@@ -262,7 +263,7 @@ def test_processes_are_capped_and_killed_with_the_worker(student_factory):
 
 
 def test_a_check_holds_at_most_its_share_of_answers(student_factory, monkeypatch):
-    monkeypatch.setattr(remote, "MAX_CHECK_BYTES", 3 * 2**20)
+    monkeypatch.setattr(remote, "DEFAULTS", dataclasses.replace(remote.DEFAULTS, check_bytes=3 * 2**20))
     student = student_factory("import torch\ndef attention_scores(x):\n    return torch.zeros(2**18)\n")  # 1 MiB
     student.begin_check()
     for _ in range(2):
@@ -312,7 +313,7 @@ def test_scratch_is_a_small_tmpfs_that_leaves_nothing_behind(student_factory):
                 return made
     """)
     assert student.scores.attention_scores(torch.ones(2)) < 40  # MiB: the scratch tmpfs is full
-    folder = student._shared["worker"].folder
+    folder = student._shared.worker.folder
     student.close()
     assert not folder.exists()
 

@@ -27,7 +27,6 @@ import queue
 import shutil
 import stat
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,7 +37,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from autograder.files import write_atomically
-from autograder.lab import DECLARATION, KIT_ROOT, Lab
+from autograder.batch.lane import Lane
+from autograder.lab import DECLARATION, Lab
 from autograder.limits import DEFAULTS, Limits
 from autograder.reports.class_report import class_report
 from autograder.reports.feedback import write_student
@@ -199,45 +199,6 @@ def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
         digest.update(os.fsencode(path.name) + b"\0" + path.read_bytes())
     digest.update(json.dumps(notes).encode())
     return digest.hexdigest()
-
-
-class Lane:
-    """One judge process (:mod:`autograder.batch.lane`), restarted if it ever stops."""
-
-    def __init__(self, lab: Lab, limits: Limits, replay: bool = True):
-        self.lab, self.limits, self.replay = lab, limits, replay
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.batch.lane", "--checks", str(self.lab.checks),
-             "--reference", str(self.lab.reference), *self.limits.argv(), *([] if self.replay else ["--no-replay"])],
-            cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-    def grade(self, staged: Path, results: Path) -> dict:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        self.proc.stdin.write(json.dumps({"submission": str(staged), "results": str(results)}) + "\n")
-        self.proc.stdin.flush()
-        # The lane enforces each module's budget itself; this is only a backstop.
-        timer = threading.Timer(self.limits.module_budget * len(self.lab.parts) * 2 + 120, self.proc.kill)
-        timer.start()
-        try:
-            line = self.proc.stdout.readline()
-        finally:
-            timer.cancel()
-        if not line:
-            self.proc = None
-            return {"error": "the grading process stopped"}
-        return json.loads(line)
-
-    def close(self):
-        if self.proc is not None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 class Progress:

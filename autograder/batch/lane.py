@@ -1,4 +1,5 @@
-"""A grading lane: one judge process that grades submissions one after another.
+"""A grading lane: one judge process that grades submissions one after another, and the batch's
+handle on it (:class:`Lane`, the client side; the server side is :func:`main`).
 
 ``python -m autograder.batch.lane`` reads one JSON job per line on stdin
 (``{"submission", "results"}``), runs every check on it in this process (pytest, the plugin,
@@ -15,16 +16,62 @@ import contextlib
 import io
 import json
 import resource
+import subprocess
 import sys
+import threading
 import traceback
+from pathlib import Path
 
-import pytest
-
-from autograder.judge.plugin import checks_command_line
+from autograder.lab import KIT_ROOT, Lab
 from autograder.limits import Limits, add_options, from_options
 
 
+class Lane:
+    """The batch's side of one lane: starts the judge process (:func:`main`), sends it a job at a
+    time and reads its answer; restarts it if it ever stops."""
+
+    def __init__(self, lab: Lab, limits: Limits, replay: bool = True):
+        self.lab, self.limits, self.replay = lab, limits, replay
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder.batch.lane", "--checks", str(self.lab.checks),
+             "--reference", str(self.lab.reference), *self.limits.argv(), *([] if self.replay else ["--no-replay"])],
+            cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def grade(self, staged: Path, results: Path) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        self.proc.stdin.write(json.dumps({"submission": str(staged), "results": str(results)}) + "\n")
+        self.proc.stdin.flush()
+        # The lane enforces each module's budget itself; this is only a backstop.
+        timer = threading.Timer(self.limits.module_budget * len(self.lab.parts) * 2 + 120, self.proc.kill)
+        timer.start()
+        try:
+            line = self.proc.stdout.readline()
+        finally:
+            timer.cancel()
+        if not line:
+            self.proc = None
+            return {"error": "the grading process stopped"}
+        return json.loads(line)
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+# -- the lane's own process -----------------------------------------------------------------------
 def grade_one(job: dict, checks: str, reference: str | None, limits: Limits, replay: bool = True) -> dict:
+    import pytest  # the judge's side only: the batch that starts lanes never imports it
+
+    from autograder.judge.plugin import checks_command_line
+
     log = io.StringIO()
     args = checks_command_line(checks, job["submission"], None, job["results"], reference)
     args += [*limits.argv(), *([] if replay else ["--no-replay"]),

@@ -4,7 +4,7 @@ Importing torch costs more than grading a submission; a worker forked from here 
 never. The zygote holds nothing of the judge's (no checks, no expected tensors, no
 reference, no environment: the judge starts it with :data:`autograder.harness.sandbox.ENVIRONMENT`):
 a forked worker inherits only torch and the worker code. It is started by
-:class:`autograder.harness.remote.Zygote` as ``python -m autograder.harness.zygote <socket fd>``; each request
+:class:`autograder.harness.processes.Zygote` as ``python -m autograder.harness.zygote <socket fd>``; each request
 is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
 ``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
 the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.harness.sandbox.spawn`),

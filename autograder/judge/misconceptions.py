@@ -27,7 +27,8 @@ import torch
 
 from autograder.files import copy_modules
 from autograder.harness.codec import HandleRef, decode_frame
-from autograder.harness.remote import Call, RemoteCode, StudentError
+from autograder.harness.recording import Call
+from autograder.harness.remote import RemoteCode, StudentError
 from autograder.limits import DEFAULTS
 from autograder.results import FailureKind
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from autograder.harness.remote import Recording, RemoteCode, StudentError
+from autograder.harness.recording import Recording
+from autograder.harness.remote import RemoteCode, StudentError
 
 # Passing runs kept per check: one per way of answering (students who compute in a different
 # order get different bits). A few ways per class are common; the least recently matched

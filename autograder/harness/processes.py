@@ -1,0 +1,289 @@
+"""The worker processes the judge starts and talks to: the zygote that forks confined workers
+(:class:`Zygote`, the judge's handle on :mod:`autograder.harness.zygote`), one worker process with its
+socket and output (:class:`WorkerProcess`), and the checks that an answer came from the process it
+claims to. What the calls into a worker mean is :mod:`autograder.harness.remote`'s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from autograder.harness import cgroup, sandbox
+from autograder.harness.codec import decode_frame, encode, read_frame_bytes
+from autograder.lab import KIT_ROOT
+from autograder.limits import DEFAULTS
+from autograder.results import FailureKind
+
+
+def peer_pid(sock: socket.socket) -> int:
+    """The pid of the process that made the other end of ``sock`` (``SO_PEERCRED``)."""
+    pid, _, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class Zygote:
+    """The judge's handle on :mod:`autograder.harness.zygote`: confined workers, forked in milliseconds.
+
+    Only the zygote holds the other end of the control socket (every worker closes it before
+    student code runs), and an answer is still checked before it is believed: the request id
+    it echoes, that the socket was made by the zygote (``SO_PEERCRED``) and that the pid is a
+    child of the zygote. An answer that fails a check fails the worker it was for, and the
+    zygote is replaced.
+    """
+
+    _shared: Zygote | None = None
+
+    def __init__(self):
+        control, child_end = socket.socketpair()
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.harness.zygote", str(child_end.fileno())],
+                                     cwd=KIT_ROOT, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL,
+                                     env=dict(sandbox.ENVIRONMENT))  # the judge's environment stays with the judge
+        child_end.close()
+        self.control = control
+        self.requests = itertools.count(1)
+        self.uids = sandbox.UidPool() if os.getuid() == 0 else None
+
+    @classmethod
+    def shared(cls) -> Zygote:
+        if cls._shared is None or cls._shared.proc.poll() is not None:
+            cls._shared = cls()
+        return cls._shared
+
+    def fork(self, request: dict) -> tuple[socket.socket, int, int]:
+        """A new confined worker: the judge's socket to it, the pipe it prints into and its pid."""
+        request = {**request, "id": next(self.requests)}
+        fds: list[int] = []
+        try:
+            self._send(request)
+            message, fds, _, _ = socket.recv_fds(self.control, 4096, 4)
+            answer = json.loads(message) if message.endswith(b"\n") else {}
+            if answer.get("id") != request["id"] or "error" in answer:
+                raise OSError(f"the zygote did not start the worker: {answer.get('error', 'no answer')}")
+            pid = answer.get("pid")
+            if len(fds) != 2 or not isinstance(pid, int) or pid <= 1 or parent_of(pid) != self.proc.pid:
+                raise OSError("the zygote's answer did not check out")
+            sock = socket.socket(fileno=fds[0])
+            fds[0] = -1  # the socket owns it now
+            if sock.family != socket.AF_UNIX or peer_pid(sock) != self.proc.pid:
+                sock.close()
+                raise OSError("the worker's socket was not made by the zygote")
+        except (OSError, ValueError) as exc:
+            for fd in fds:
+                if fd >= 0:
+                    os.close(fd)
+            self.replace()
+            raise OSError(f"could not start a worker: {exc}") from None
+        return sock, fds[1], pid
+
+    def status_of(self, pid: int) -> int | None:
+        """How the zygote's child ``pid`` ended (a wait status), once it has; None if unknown."""
+        request = {"id": next(self.requests), "status_of": pid}
+        try:
+            self._send(request)
+            answer = json.loads(self.control.recv(4096))
+        except (OSError, ValueError):
+            self.replace()
+            return None
+        status = answer.get("status") if answer.get("id") == request["id"] else None
+        return status if isinstance(status, int) else None
+
+    def _send(self, request: dict) -> None:
+        """One request, a JSON line; its answer is due within the start time-out."""
+        self.control.settimeout(DEFAULTS.start_timeout)
+        self.control.sendall(json.dumps(request).encode() + b"\n")
+
+    def replace(self) -> None:
+        """Stop this zygote; the next fork starts a new one."""
+        self.proc.kill()
+        self.proc.wait()
+        self.control.close()
+        if Zygote._shared is self:
+            Zygote._shared = None
+
+
+class OutputTail:
+    """The end of what a worker printed: kept for the message when it crashes."""
+
+    def __init__(self, keep: int = 1500):
+        self.keep, self.data, self.total = keep, bytearray(), 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.data += chunk
+        del self.data[:-self.keep]
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace").strip()
+
+
+class WorkerProcess:
+    """One worker process, the socket to it and the pipe its output comes through; confined
+    (forked into a sandbox by the zygote) or not (the reference solution)."""
+
+    def __init__(self, root: Path, confined: bool):
+        self.folder = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
+        self.proc, self.pidfd, self.uid, self.sock, self.output = None, None, None, None, None
+        self.zygote, self.pid = None, 0
+        self.cgroup: cgroup.WorkerCgroup | None = None
+        self.missing: list[str] = []  # what the judge could not set up for its sandbox
+        self.report: dict | None = None  # what its sandbox enforced, from its first words
+        self.printed = OutputTail()
+        if not confined:
+            judge_end, worker_end = socket.socketpair()
+            self.output, output_end = os.pipe()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.harness.worker", str(root), str(worker_end.fileno())],
+                cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=output_end, stderr=output_end,
+                pass_fds=(worker_end.fileno(),))
+            self.sock = judge_end
+            worker_end.close()
+            os.close(output_end)
+        else:
+            scratch, view = self.folder / "scratch", self.folder / "view"
+            scratch.mkdir()
+            view.mkdir()
+            self.folder.chmod(0o711)  # without a view of its own, a worker under its own user id must reach scratch/
+            self.zygote = zygote = Zygote.shared()
+            self.uid = zygote.uids.take() if zygote.uids is not None else None
+            try:
+                if self.uid is None:
+                    raise OSError("the grader must run as root")
+                self.cgroup = cgroup.WorkerCgroup(self.uid, DEFAULTS.worker_total_memory_bytes)
+            except OSError as exc:
+                self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
+            try:
+                self.sock, self.output, self.pid = zygote.fork(
+                    {"root": str(root), "scratch": str(scratch), "view": str(view), "uid": self.uid,
+                     "cgroup": self.cgroup and self.cgroup.procs})
+            except OSError:
+                self.close()
+                raise
+            self.pidfd = os.pidfd_open(self.pid)
+            if parent_of(self.pid) != zygote.proc.pid:  # the pid was not reused before we held it
+                os.close(self.pidfd)
+                self.pidfd = None
+                self.close()
+                raise OSError("the worker ended before it started")
+        self.sock.setblocking(False)
+        os.set_blocking(self.output, False)
+
+    def greet(self, timeout: float) -> None:
+        """Read the worker's first words (what its sandbox enforced) and give it its call time-out."""
+        hello = decode_frame(self.receive(DEFAULTS.start_timeout))
+        self.report = hello.get("hello") if isinstance(hello, dict) else None
+        if isinstance(self.report, dict):
+            self.report["missing"] = [*self.missing, *self.report.get("missing", [])]
+        self.exchange(encode({"op": "limits", "timeout": timeout}), DEFAULTS.start_timeout)
+
+    def in_own_pid_namespace(self) -> bool:
+        """Do all its processes die with it (PID 1 of a namespace of its own)?"""
+        return isinstance(self.report, dict) and sandbox.PID_NAMESPACE in self.report.get("enforced", [])
+
+    def exchange(self, frame: bytes, timeout: float) -> bytes:
+        if self.cgroup is not None:
+            self.cgroup.call_starts()
+        self.sock.settimeout(timeout)
+        self.sock.sendall(frame)
+        self.sock.setblocking(False)
+        return self.receive(timeout)
+
+    def receive(self, timeout: float) -> bytes:
+        """The next answer, undecoded; what the worker prints meanwhile is drained, so printing
+        never blocks it."""
+        deadline = time.monotonic() + timeout
+        return read_frame_bytes(lambda n: self._read_exact(n, deadline))
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        chunks, remaining = [], n
+        while remaining:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            waiting = [self.sock] if self.output is None else [self.sock, self.output]
+            ready = select.select(waiting, [], [], left)[0]
+            if self.output in ready:
+                chunk = os.read(self.output, 1 << 16)
+                if chunk:
+                    self.printed.add(chunk)
+                else:  # nothing more will be printed
+                    os.close(self.output)
+                    self.output = None
+            if self.sock in ready:
+                chunk = self.sock.recv(min(remaining, 1 << 20))
+                if not chunk:
+                    raise EOFError
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def ending(self) -> dict:
+        """How the worker ended, as :class:`Failure` fields: ``signal``, ``exit_code`` or, when the
+        kernel stopped it at its memory ceiling, kind ``memory``; empty when it is still running."""
+        if self.cgroup is not None and self.cgroup.oom_killed():
+            return {"kind": FailureKind.MEMORY}
+        if self.proc is not None:
+            try:
+                code = self.proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                return {}
+            return {"signal": signal.Signals(-code).name} if code < 0 else {"exit_code": code}
+        if self.pidfd is None or not select.select([self.pidfd], [], [], 1.0)[0]:
+            return {}
+        status = self.zygote.status_of(self.pid)
+        if status is None:
+            return {}
+        if os.WIFSIGNALED(status):
+            return {"signal": signal.Signals(os.WTERMSIG(status)).name}
+        return {"exit_code": os.waitstatus_to_exitcode(status)}
+
+    def output_tail(self) -> str:
+        return self.printed.text()
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        if self.output is not None:
+            os.close(self.output)
+            self.output = None
+        if self.pidfd is not None:  # PID 1 of its namespace: when it is gone, so is every process it started
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:  # it ended, and the zygote has collected it
+                pass
+            select.select([self.pidfd], [], [], 5.0)
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self.uid is not None and not self.in_own_pid_namespace():  # back-stop: a scan of /proc, 6 ms
+            sandbox.sweep(range(self.uid, self.uid + 1))
+        if self.cgroup is not None:  # empty now: its processes are gone
+            self.cgroup.remove()
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        try:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        except RecursionError:  # a hostile tree deeper than Python recurses (without a view of its own)
+            subprocess.run(["rm", "-rf", "--one-file-system", str(self.folder)], check=False)
