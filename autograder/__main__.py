@@ -10,8 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from autograder.authoring.release import build, directory
-from autograder.lab import KIT_ROOT, Lab, LabError, all_labs, find_lab
+from autograder.course import KIT_ROOT, directory
+from autograder.lab import Lab, LabError, all_labs, find_lab
 from autograder.limits import add_options, from_options
 from autograder.text import one_line
 
@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
 
     if options.command in ("release", "solutions"):
+        from autograder.authoring.release import build
+
         for lab in labs:
             built = build("release" if options.command == "release" else "solution", lab)
             print(f"{options.command} of {lab.name} written to {built}")

@@ -13,7 +13,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-KIT_ROOT = Path(__file__).resolve().parent.parent
+from autograder.course import directory
+
 DECLARATION = "lab.toml"
 
 
@@ -80,7 +81,7 @@ class Lab:
     # -- where its versions live in the kit ---------------------------------------------------------
     @property
     def source(self) -> Path:
-        return KIT_ROOT / "source" / self.name
+        return directory("source") / self.name
 
     @property
     def checks(self) -> Path:
@@ -88,11 +89,11 @@ class Lab:
 
     @property
     def reference(self) -> Path:
-        return KIT_ROOT / "solutions" / self.name
+        return directory("solution") / self.name
 
     @property
     def release(self) -> Path:
-        return KIT_ROOT / "assignments" / self.name
+        return directory("release") / self.name
 
     @property
     def notebook(self) -> str | None:
@@ -103,7 +104,7 @@ class Lab:
 
 def all_labs() -> list[Lab]:
     """Every lab of the course: each ``source/<lab>/`` with a ``lab.toml``, by name."""
-    return [Lab.load(path.parent) for path in sorted((KIT_ROOT / "source").glob(f"*/{DECLARATION}"))]
+    return [Lab.load(path.parent) for path in sorted(directory("source").glob(f"*/{DECLARATION}"))]
 
 
 def find_lab(name: str | None = None) -> Lab:

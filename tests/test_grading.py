@@ -10,7 +10,7 @@ import tomllib
 import pytest
 import torch
 
-from autograder.authoring.release import hidden_line_ranges
+from autograder.course import hidden_line_ranges
 from autograder.batch.grade import grade as grade_cohort
 from autograder.harness.remote import RemoteCode
 from autograder.judge.misconceptions import Diagnoser, Misconception, load_catalogue

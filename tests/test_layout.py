@@ -11,7 +11,7 @@ from conftest import KIT
 
 PACKAGE = KIT / "autograder"
 STAGES = ("authoring", "harness", "judge", "reports", "batch", "platforms")  # in the order of the data flow
-SHARED = {"lab", "text", "files", "results", "limits"}  # every stage uses them; they use no stage
+SHARED = {"course", "lab", "text", "files", "results", "limits"}  # every stage uses them; they use no stage
 RANK = {name: rank for rank, name in enumerate(STAGES)}
 
 

@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from autograder.authoring.bundle import gradescope_zip, student_bundle
-from autograder.authoring.release import hidden_line_ranges, solution_line_ranges
+from autograder.course import hidden_line_ranges, solution_line_ranges
 from conftest import KIT, LAB, PARTS, RELEASE, SOLUTIONS
 from test_release import secret_lines
 

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 from nbgrader.preprocessors import ClearSolutions
 
-from autograder.authoring.release import (build, course_config, hidden_line_ranges, kit_files,
-                                solution_line_ranges)
+from autograder.authoring.release import build, kit_files
+from autograder.course import course_config, hidden_line_ranges, solution_line_ranges
 from conftest import KIT, LABS
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast

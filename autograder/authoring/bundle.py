@@ -22,7 +22,8 @@ import zipfile
 from pathlib import Path
 
 from autograder.files import copy_modules
-from autograder.lab import DECLARATION, KIT_ROOT, Lab
+from autograder.course import KIT_ROOT
+from autograder.lab import DECLARATION, Lab
 
 PLATFORMS = KIT_ROOT / "platforms"
 DIST = KIT_ROOT / "dist"

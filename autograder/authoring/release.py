@@ -11,16 +11,11 @@ to cut the fenced regions.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-from functools import cache
 from pathlib import Path
 
-from traitlets.config.loader import PyFileConfigLoader
-
-from autograder.lab import DECLARATION, KIT_ROOT, Lab
+from autograder.course import KIT_ROOT, course_config, directory, run_nbgrader, solution_fences
+from autograder.lab import DECLARATION, Lab
 
 # Whole files students never get: the known mistakes are edits of the reference solution.
 INSTRUCTOR_ONLY = {Path("tests/misconceptions.toml")}
@@ -28,25 +23,6 @@ INSTRUCTOR_ONLY = {Path("tests/misconceptions.toml")}
 LAB_MAKEFILE = KIT_ROOT / "platforms" / "lab" / "Makefile"
 # What every companion notebook imports from tests/ (load, compare, heatmaps): the kit's, like the Makefile.
 NOTEBOOK_HELPERS = KIT_ROOT / "platforms" / "lab" / "notebook_helpers.py"
-
-
-@cache
-def course_config():
-    return PyFileConfigLoader("nbgrader_config.py", path=str(KIT_ROOT)).load_config()
-
-
-def directory(kind: str) -> Path:
-    """``source``, ``release`` or ``solution`` directory of the course, as configured."""
-    configured = course_config().CourseDirectory.get(f"{kind}_directory")
-    return KIT_ROOT / configured
-
-
-# nbgrader (and nbformat's JSON-schema stack) take 3 s to import; the checks only need the
-# fence strings, which nbgrader_config.py sets, so nbgrader is imported only to build.
-def fences(preprocessor: str, begin: str, end: str) -> tuple[str, str]:
-    """The course's fence strings for ``preprocessor`` (``ClearSolutions``, ``ClearHiddenTests``)."""
-    section = course_config()[preprocessor]
-    return section[begin], section[end]
 
 
 def stub_solutions(text: str) -> str:
@@ -61,7 +37,7 @@ def stub_solutions(text: str) -> str:
 
 def keep_solutions(text: str) -> str:
     """Keep the solution code and drop the fence lines around it."""
-    begin_end = fences("ClearSolutions", "begin_solution_delimeter", "end_solution_delimeter")
+    begin_end = solution_fences()
     return "\n".join(line for line in text.split("\n") if not any(f in line for f in begin_end))
 
 
@@ -73,26 +49,6 @@ def strip_hidden_tests(text: str) -> str:
     cell = new_code_cell(text)
     ClearHiddenTests(config=course_config())._remove_hidden_test_region(cell)
     return cell.source
-
-
-def fenced_lines(text: str, begin: str, end: str) -> list[range]:
-    """1-based line ranges strictly inside ``begin``/``end`` fences."""
-    spans, start = [], None
-    for number, line in enumerate(text.split("\n"), start=1):
-        if begin in line:
-            start = number + 1
-        elif end in line and start is not None:
-            spans.append(range(start, number))
-            start = None
-    return spans
-
-
-def hidden_line_ranges(text: str) -> list[range]:
-    return fenced_lines(text, *fences("ClearHiddenTests", "begin_test_delimeter", "end_test_delimeter"))
-
-
-def solution_line_ranges(text: str) -> list[range]:
-    return fenced_lines(text, *fences("ClearSolutions", "begin_solution_delimeter", "end_solution_delimeter"))
 
 
 def kit_files(source: Path) -> list[Path]:
@@ -108,14 +64,6 @@ def transform(kind: str, relative: Path, text: str) -> str:
     if relative.parts[0] == "tests":
         return strip_hidden_tests(text) if kind == "release" else text
     return stub_solutions(text) if kind == "release" else keep_solutions(text)
-
-
-def run_nbgrader(*args: str) -> None:
-    """The real ``nbgrader`` command of this venv, in the course directory."""
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs `alembic`
-    subprocess.run([str(bin_dir / "nbgrader"), *args, "--log-level=WARN"], cwd=KIT_ROOT, check=True, env=env,
-                   stdout=subprocess.DEVNULL)
 
 
 def build(kind: str, lab: Lab, out_dir: Path | None = None) -> Path:

@@ -14,7 +14,8 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder.lab import DECLARATION, KIT_ROOT
+from autograder.course import KIT_ROOT
+from autograder.lab import DECLARATION
 
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 

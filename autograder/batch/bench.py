@@ -26,7 +26,8 @@ from pathlib import Path
 
 from autograder.batch.grade import grade
 from autograder.files import copy_modules
-from autograder.lab import KIT_ROOT, Lab
+from autograder.course import KIT_ROOT
+from autograder.lab import Lab
 
 
 def cohort(lab: Lab, folder: Path, copies: int) -> Path:

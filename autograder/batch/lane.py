@@ -22,7 +22,8 @@ import threading
 import traceback
 from pathlib import Path
 
-from autograder.lab import KIT_ROOT, Lab
+from autograder.course import KIT_ROOT
+from autograder.lab import Lab
 from autograder.limits import Limits, add_options, from_options
 
 

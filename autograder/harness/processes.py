@@ -22,7 +22,7 @@ from pathlib import Path
 
 from autograder.harness import cgroup, sandbox
 from autograder.harness.codec import decode_frame, encode, read_frame_bytes
-from autograder.lab import KIT_ROOT
+from autograder.course import KIT_ROOT
 from autograder.limits import DEFAULTS
 from autograder.results import FailureKind
 

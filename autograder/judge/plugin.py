@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.internal.conjecture import providers
 from hypothesis.internal.constants_ast import Constants
 
-from autograder.authoring.release import hidden_line_ranges
+from autograder.course import hidden_line_ranges
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.judge.checks import CheckFailure
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence

@@ -14,8 +14,8 @@ import warnings
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
-from autograder.authoring.release import course_config, run_nbgrader
-from autograder.lab import KIT_ROOT, Lab
+from autograder.course import KIT_ROOT, course_config, run_nbgrader
+from autograder.lab import Lab
 from autograder.results import SubmissionResult
 
 

@@ -1,0 +1,72 @@
+"""The course directory, one authority for where things are and how they are fenced: the kit's
+root, the folders ``nbgrader_config.py`` names (source, release, solution, submitted) and the
+fences nbgrader cuts (solutions, hidden tests), read from that same file through traitlets.
+nbgrader itself (3 s to import, and not a student's dependency) is imported only to build a
+release (:mod:`autograder.authoring.release`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+from traitlets.config.loader import PyFileConfigLoader
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+CONFIG = "nbgrader_config.py"
+
+
+@cache
+def course_config():
+    return PyFileConfigLoader(CONFIG, path=str(KIT_ROOT)).load_config()
+
+
+def directory(kind: str) -> Path:
+    """The course's ``source``, ``release``, ``solution`` or ``submitted`` folder, as configured."""
+    return KIT_ROOT / course_config().CourseDirectory[f"{kind}_directory"]
+
+
+def fences(preprocessor: str, begin: str, end: str) -> tuple[str, str]:
+    """The course's fence strings for ``preprocessor`` (``ClearSolutions``, ``ClearHiddenTests``)."""
+    section = course_config()[preprocessor]
+    return section[begin], section[end]
+
+
+def solution_fences() -> tuple[str, str]:
+    return fences("ClearSolutions", "begin_solution_delimeter", "end_solution_delimeter")
+
+
+def hidden_test_fences() -> tuple[str, str]:
+    return fences("ClearHiddenTests", "begin_test_delimeter", "end_test_delimeter")
+
+
+def fenced_lines(text: str, begin: str, end: str) -> list[range]:
+    """1-based line ranges strictly inside ``begin``/``end`` fences."""
+    spans, start = [], None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if begin in line:
+            start = number + 1
+        elif end in line and start is not None:
+            spans.append(range(start, number))
+            start = None
+    return spans
+
+
+def hidden_line_ranges(text: str) -> list[range]:
+    """The lines of hidden checks in a checks file (a hidden check is one whose ``def`` is inside)."""
+    return fenced_lines(text, *hidden_test_fences())
+
+
+def solution_line_ranges(text: str) -> list[range]:
+    return fenced_lines(text, *solution_fences())
+
+
+def run_nbgrader(*args: str) -> None:
+    """The real ``nbgrader`` command of this venv, in the course directory."""
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs `alembic`
+    subprocess.run([str(bin_dir / "nbgrader"), *args, "--log-level=WARN"], cwd=KIT_ROOT, check=True, env=env,
+                   stdout=subprocess.DEVNULL)
