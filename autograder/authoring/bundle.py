@@ -16,6 +16,7 @@ always does.
 
 from __future__ import annotations
 
+import ast
 import shutil
 import tempfile
 import zipfile
@@ -32,9 +33,55 @@ ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so the same kit gives the same bytes
 STUDENT_README = "README.student.md"  # in source/<lab>/: what the student's repository opens with
 
 
-def copy_harness(into: Path, requirements: Path = KIT_ROOT / "requirements.txt") -> None:
-    """The grader itself: the package, pinned requirements, the course config (its fences)."""
-    shutil.copytree(KIT_ROOT / "autograder", into / "autograder", ignore=SKIP)
+# What a student's commands run: `make check` (the command line, the judge's plugin, the workers it
+# starts, the lab's checks) and the Classroom step. The student bundle ships these and what they import
+# when loaded, nothing else: no batch grading, reports, gradebook or release builder, whose libraries
+# (copydetect, nbgrader, SQLAlchemy) a student does not install.
+PACKAGE = KIT_ROOT / "autograder"
+STUDENT_ENTRY_POINTS = [PACKAGE / "__main__.py", PACKAGE / "judge" / "plugin.py", PACKAGE / "platforms" / "classroom.py",
+                        PACKAGE / "harness" / "worker.py", PACKAGE / "harness" / "zygote.py"]
+
+
+def module_file(dotted: str) -> Path | None:
+    """``autograder.x.y``'s file in the kit (a package's ``__init__.py``); None for a name in a module."""
+    path = KIT_ROOT.joinpath(*dotted.split("."))
+    return next((p for p in (path.with_suffix(".py"), path / "__init__.py") if p.is_file()), None)
+
+
+def loaded_with(files: list[Path]) -> set[Path]:
+    """The kit's files that ``files`` import when they are loaded: their module-level imports, and
+    those of what they import, with every package's ``__init__.py``. Imports inside functions are
+    commands a student does not run."""
+    todo: list[Path | None] = list(files)
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path is None or path in seen:
+            continue
+        seen.add(path)
+        if path.is_relative_to(PACKAGE):
+            todo += [KIT_ROOT / parent / "__init__.py" for parent in path.relative_to(KIT_ROOT).parents[:-1]]
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            todo += [module_file(name) for name in names if name.split(".")[0] == "autograder"]
+    return {path for path in seen if path.is_relative_to(PACKAGE)}
+
+
+def copy_harness(into: Path, requirements: Path = KIT_ROOT / "requirements.txt", lab: Lab | None = None) -> None:
+    """The grader itself (for a student of ``lab``: only what their commands and the lab's checks
+    load), pinned requirements, the course config (its folders and fences)."""
+    if lab is not None:
+        for path in loaded_with([*STUDENT_ENTRY_POINTS, *sorted((lab.release / "tests").glob("*.py"))]):
+            target = into / path.relative_to(KIT_ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
+    else:
+        shutil.copytree(PACKAGE, into / "autograder", ignore=SKIP)
     shutil.copy(requirements, into / "requirements.txt")
     shutil.copy(KIT_ROOT / "nbgrader_config.py", into / "nbgrader_config.py")
 
@@ -63,7 +110,7 @@ def student_bundle(lab: Lab, dist: Path = DIST) -> Path:
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(lab.release, root / lab.name, ignore=SKIP)
     student = PLATFORMS / "student"
-    copy_harness(root, student / "requirements.txt")
+    copy_harness(root, student / "requirements.txt", lab)
     shutil.copy(lab.source / STUDENT_README, root / "README.md")
     shutil.copy(student / "gitignore", root / ".gitignore")
     (root / "Makefile").write_text((student / "Makefile").read_text().replace("LAB := <lab>", f"LAB := {lab.name}"))
