@@ -17,6 +17,7 @@ from autograder.reports.feedback import feedback_html, feedback_markdown, feedba
 from autograder.reports.heatmap import NEGATIVE, heatmap_svg
 from autograder.reports.histogram import bins, histogram_svg
 from autograder.reports.similarity import own_code, similarity
+from autograder.limits import Limits
 from autograder.results import CheckResult, Diagnosis, Failure, FailureKind, PartResult, SubmissionResult
 from autograder.text import relation_sentence
 from conftest import KIT, LAB, LABS, SOLUTIONS, once_per_run
@@ -256,7 +257,7 @@ def cohort_reports(tmp_path_factory):
         dropout = cohort / "dee" / "attention" / "dropout.py"
         dropout.write_text(dropout.read_text().replace('    """\n', '    """\n    while True:\n        pass\n', 1))
         (cohort / "eve").mkdir()  # a student of the course without an attention/ folder
-        grade(LAB, cohort, root / "out", jobs=2, stream=io.StringIO())
+        grade(LAB, cohort, root / "out", jobs=2, stream=io.StringIO(), limits=Limits(call_timeout=1.0))  # dee loops
 
     return once_per_run(tmp_path_factory, "report-cohort", build) / "out"
 
@@ -412,12 +413,9 @@ def test_a_picture_with_nan_on_a_sequential_scale_reads_in_a_browser(tmp_path):
     picture = {"actual": values, "expected": [[0.5, 0.3, 0.2, 0.0], [0.1, 0.9, 0.0, 0.0]],
                "differ": [[0, 1, 0, 1], [0, 0, 1, 0]], "slice": [0], "rows": [0, 2], "cols": [0, 4],
                "shape": [2, 2, 4], "mask": False}
-    check = {"part": "masking", "name": "test_weights", "hidden": False, "points": 1.0, "passed": False,
-             "message": "weights: 3 of 8 entries differ" + " (a long line that must wrap, not widen the page)" * 20,
-             "about": "", "diagnoses": [], "failure": {"kind": "wrong", "picture": picture}}
-    record = {"student": "ann", "status": "graded", "notes": [], "checks": [check], "handed_in": True,
-              "parts": {part: {"points": 0.0, "max_points": LAB.part(part).weight, "misconceptions": []}
-                        for part in LAB.part_ids}}
+    record = submission([CheckResult(
+        "masking", "test_weights", 1.0, False, failure=Failure(FailureKind.WRONG, picture=picture),
+        message="weights: 3 of 8 entries differ" + " (a long line that must wrap, not widen the page)" * 20)])
     page = tmp_path / "feedback.html"
     page.write_text(feedback_html(LAB, record))
     dom, console = render(page, tmp_path)
