@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(options.submission.resolve(), options.output or default_output())
     if options.command == "gradescope-run":
-        from autograder.platforms.gradescope import run as run_gradescope
+        from autograder.batch.upload import run as run_gradescope
 
         results = run_gradescope(options.root.resolve())
         print(f"score {results['score']:g}; results in {options.root}/results/results.json")

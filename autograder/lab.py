@@ -74,6 +74,10 @@ class Lab:
     def part(self, part_id: str) -> Part:
         return next(p for p in self.parts if p.id == part_id)
 
+    def holds(self, path: Path) -> bool:
+        """Is ``path`` one of the lab's modules, or a notebook: all a submission is graded on?"""
+        return path.name in self.modules or path.suffix == ".ipynb"
+
     @property
     def max_points(self) -> float:
         return sum(p.weight for p in self.parts)

@@ -38,6 +38,8 @@ class Limits:
     file_bytes: int = limit(16 * MIB, "bytes", "a file a worker writes (its scratch folder; rlimit)")
     open_files: int = limit(256, "", "files a worker's process may hold open (rlimit)")
     processes: int = limit(64, "", "processes of one worker's user id (rlimit)")
+    submission_file_bytes: int = limit(1 * MIB, "bytes", "a file of a submission (a larger one is left out, "
+                                       "and said so)")
     judge_memory_bytes: int = limit(4 * GIB, "bytes", "a grading lane's own address space (the back-stop: what a "
                                     "submission makes it hold is bounded by the limits above)")
 

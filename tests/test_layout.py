@@ -10,7 +10,7 @@ import pytest
 from conftest import KIT
 
 PACKAGE = KIT / "autograder"
-STAGES = ("authoring", "harness", "judge", "reports", "batch", "platforms")  # in the order of the data flow
+STAGES = ("authoring", "harness", "judge", "reports", "platforms", "batch")  # in the order of the data flow
 SHARED = {"course", "lab", "text", "files", "results", "limits"}  # every stage uses them; they use no stage
 RANK = {name: rank for rank, name in enumerate(STAGES)}
 

@@ -143,7 +143,7 @@ def test_the_helpers_judge_odd_results_and_never_stop_the_notebook(monkeypatch, 
     import matplotlib
     import torch
     matplotlib.use("Agg")
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "platforms" / "lab"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "deploy" / "lab"))
     helpers = importlib.import_module("notebook_helpers")
     shown = []
     monkeypatch.setattr(helpers, "display", shown.append)

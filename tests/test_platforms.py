@@ -88,7 +88,7 @@ def test_the_bundle_ships_only_what_a_student_runs_and_its_requirements_cover_it
                 for alias in node.names}
     libraries = {canonicalize_name(d) for name in imported - sys.stdlib_module_names - {"autograder"}
                  for d in importlib.metadata.packages_distributions().get(name, [name])}
-    missing = libraries - set(pins(KIT / "platforms" / "student" / "requirements.txt"))
+    missing = libraries - set(pins(KIT / "deploy" / "student" / "requirements.txt"))
     assert not missing, f"the student bundle imports {sorted(missing)}, which students do not install"
 
 
@@ -112,7 +112,7 @@ def closure(names) -> set[str]:
 
 
 def test_student_requirements_are_the_closure_of_what_students_use_pinned_as_the_kit():
-    student = KIT / "platforms" / "student" / "requirements.txt"
+    student = KIT / "deploy" / "student" / "requirements.txt"
     text = student.read_text()
     direct = {canonicalize_name(line.split("==")[0]) for line in text[:text.index("# What those need")].splitlines()
               if "==" in line and not line.startswith("#")}

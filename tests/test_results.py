@@ -8,7 +8,7 @@ import json
 import re
 
 from autograder.platforms.classroom import runner_results
-from autograder.reports.feedback import gradescope
+from autograder.platforms.gradescope import results_json
 from autograder.reports.records import grades_csv, student_record
 from autograder.results import (CheckResult, Diagnosis, Failure, FailureKind, PartResult, RunResults, SubmissionResult,
                                 read_record, read_run, write_record, write_run)
@@ -88,7 +88,7 @@ def test_a_worker_names_only_the_failures_that_are_its_own():
 
 
 def test_gradescope_gets_every_check_and_no_hidden_value():
-    results = gradescope(LAB, record())
+    results = results_json(LAB, record())
     assert results["score"] == 2.5 and results["execution_time"] == 1.235
     tests = {t["name"]: t for t in results["tests"]}
     assert tests["scores: test_shape"] | {} == {

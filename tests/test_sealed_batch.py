@@ -20,7 +20,8 @@ import pytest
 
 from autograder.batch.grade import MAX_NOTE_CHARS, MAX_NOTES, Submission, grade, stage
 from autograder.reports.class_report import class_report
-from autograder.reports.feedback import feedback_html, feedback_markdown, gradescope
+from autograder.platforms.gradescope import results_json
+from autograder.reports.feedback import feedback_html, feedback_markdown
 from autograder.reports.records import grades_csv, student_record
 from conftest import LAB, RELEASE, SOLUTIONS
 from test_boundary import run_grade
@@ -187,7 +188,7 @@ def test_every_page_shows_a_students_text_escaped(tmp_path):
     name = os.fsdecode(b"a_\xff\x1b[2J") + "\u202e"
     record = student_record(LAB, name, None, [], [f"{name}\x1b]0;pwned\x07.py: not graded"], None, 0.0)
     outputs = {"feedback.html": feedback_html(LAB, record), "feedback.md": feedback_markdown(LAB, record),
-               "results.json": json.dumps(gradescope(LAB, record)), "grades.csv": grades_csv(LAB, [record]),
+               "results.json": json.dumps(results_json(LAB, record)), "grades.csv": grades_csv(LAB, [record]),
                "report.html": class_report(LAB, [record], {name: "students/a/feedback.html"})}
     for where, text in outputs.items():
         assert_inert(where, text.encode("utf-8"))

@@ -2,14 +2,14 @@
 
 ``make student-bundle LAB=<lab>`` writes ``dist/<lab>-student/`` and ``dist/<lab>-student.zip``:
 the release (stubs, notebook, public checks), the harness that runs ``make check``
-(``autograder/``), the lab's student README and the files in ``platforms/student/``: the
+(``autograder/``), the lab's student README and the files in ``deploy/student/``: the
 Makefile, the GitHub Classroom workflow (written for the lab's parts) and the student's pinned
 requirements, which leave out what only the grader uses (nbgrader above all: its JupyterLab
 menus are the instructor's).
 Nothing from ``solutions/`` or the hidden checks.
 
 ``make gradescope-zip LAB=<lab>`` writes ``dist/<lab>-gradescope.zip`` with ``setup.sh`` and
-``run_autograder`` at its root (``platforms/gradescope/``), the harness, the lab's declaration,
+``run_autograder`` at its root (``deploy/gradescope/``), the harness, the lab's declaration,
 every check and the reference modules, laid out as in the kit so the grader finds them where it
 always does.
 """
@@ -26,7 +26,7 @@ from autograder.files import copy_modules
 from autograder.course import KIT_ROOT
 from autograder.lab import DECLARATION, Lab
 
-PLATFORMS = KIT_ROOT / "platforms"
+DEPLOY = KIT_ROOT / "deploy"  # what the kit ships besides the lab and its harness
 DIST = KIT_ROOT / "dist"
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".ipynb_checkpoints", "gradebook.db")
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so the same kit gives the same bytes
@@ -99,8 +99,8 @@ def zip_folder(folder: Path, archive: Path, prefix: str = "") -> Path:
 
 
 def classroom_workflow(lab: Lab) -> str:
-    """platforms/student/classroom.yml with the reporter fed one runner per part of ``lab``."""
-    template = (PLATFORMS / "student" / "classroom.yml").read_text()
+    """deploy/student/classroom.yml with the reporter fed one runner per part of ``lab``."""
+    template = (DEPLOY / "student" / "classroom.yml").read_text()
     env = "".join(f'          {p.upper()}_RESULTS: "${{{{ steps.checks.outputs.{p} }}}}"\n' for p in lab.part_ids)
     return template.replace("          PARTS_RESULTS: <one line per part>\n", env).replace("<parts>", ",".join(lab.part_ids))
 
@@ -109,7 +109,7 @@ def student_bundle(lab: Lab, dist: Path = DIST) -> Path:
     root = dist / f"{lab.name}-student"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(lab.release, root / lab.name, ignore=SKIP)
-    student = PLATFORMS / "student"
+    student = DEPLOY / "student"
     copy_harness(root, student / "requirements.txt", lab)
     shutil.copy(lab.source / STUDENT_README, root / "README.md")
     shutil.copy(student / "gitignore", root / ".gitignore")
@@ -128,5 +128,5 @@ def gradescope_zip(lab: Lab, dist: Path = DIST) -> Path:
         shutil.copy(lab.source / DECLARATION, root / lab.source.relative_to(KIT_ROOT) / DECLARATION)
         copy_modules(lab.reference, root / lab.reference.relative_to(KIT_ROOT))
         for name in ("setup.sh", "run_autograder"):
-            shutil.copy(PLATFORMS / "gradescope" / name, root / name)
+            shutil.copy(DEPLOY / "gradescope" / name, root / name)
         return zip_folder(root, dist / f"{lab.name}-gradescope.zip")

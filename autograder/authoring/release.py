@@ -20,9 +20,9 @@ from autograder.lab import DECLARATION, Lab
 # Whole files students never get: the known mistakes are edits of the reference solution.
 INSTRUCTOR_ONLY = {Path("tests/misconceptions.toml")}
 # Every lab folder's own Makefile (make check, make lab): the same for all labs, so not theirs to copy.
-LAB_MAKEFILE = KIT_ROOT / "platforms" / "lab" / "Makefile"
+LAB_MAKEFILE = KIT_ROOT / "deploy" / "lab" / "Makefile"
 # What every companion notebook imports from tests/ (load, compare, heatmaps): the kit's, like the Makefile.
-NOTEBOOK_HELPERS = KIT_ROOT / "platforms" / "lab" / "notebook_helpers.py"
+NOTEBOOK_HELPERS = KIT_ROOT / "deploy" / "lab" / "notebook_helpers.py"
 
 
 def stub_solutions(text: str) -> str:

@@ -41,13 +41,13 @@ from autograder.batch.lane import Lane
 from autograder.lab import DECLARATION, Lab
 from autograder.limits import DEFAULTS, Limits
 from autograder.reports.class_report import class_report
-from autograder.reports.feedback import write_student
+from autograder.platforms.gradescope import results_json
+from autograder.reports.feedback import feedback_html, feedback_markdown
 from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
 from autograder.reports.similarity import similarity
-from autograder.results import read_record, read_run
+from autograder.results import SubmissionResult, read_record, read_run, write_record
 from autograder.text import one_line
 
-MAX_FILE_BYTES = 1024 * 1024
 # What staging says is per file: a submission of 100,000 stray files must not make a 5 MB notes
 # cell (Python's csv module refuses cells over 128 KiB) or feedback page.
 MAX_NOTES, MAX_NOTE_CHARS = 20, 300
@@ -81,13 +81,6 @@ def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
     """The labs some student of ``submissions`` handed in a folder for."""
     folders = student_folders(submissions)
     return [lab for lab in labs if any((entry / lab.name).exists() for entry in folders)]
-
-
-def part_of_lab(lab: Lab, path: Path) -> bool:
-    """One of the lab's modules, or a notebook: all a submission is graded on."""
-    return path.name in lab.modules or path.suffix == ".ipynb"
-
-
 
 
 def stage(lab: Lab, submission: Submission, target: Path) -> None:
@@ -135,13 +128,13 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | No
             if not Path(os.path.realpath(path)).is_relative_to(real_root):
                 return "a link to a file outside the submission, left out"
         if stat.S_ISDIR(status.st_mode):  # __pycache__/, tests/: skipped unless named as a module
-            return "a folder, not a file, left out" if part_of_lab(lab, path) else None
-        if not part_of_lab(lab, path):
+            return "a folder, not a file, left out" if lab.holds(path) else None
+        if not lab.holds(path):
             return EXTRA_FILE
         if not stat.S_ISREG(status.st_mode):
             return "not a regular file (a FIFO, a socket or a device), left out"
-        if status.st_size > MAX_FILE_BYTES:
-            return f"larger than {MAX_FILE_BYTES // 1024} KB, left out"
+        if status.st_size > DEFAULTS.submission_file_bytes:
+            return f"larger than {DEFAULTS.submission_file_bytes // 1024} KB, left out"
         data = read_regular(path)
     except OSError as exc:
         return f"could not be read ({reason(exc)}), left out"
@@ -153,13 +146,13 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | No
 
 def read_regular(path: Path) -> bytes | None:
     """The bytes of ``path``, or None if it is no longer a regular file of at most
-    ``MAX_FILE_BYTES`` (it may have changed since it was listed). Never blocks: a FIFO put in its
+    ``Limits.submission_file_bytes`` (it may have changed since it was listed). Never blocks: a FIFO put in its
     place opens at once and is refused unread."""
     with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
         if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
             return None
-        data = file.read(MAX_FILE_BYTES + 1)
-    return data if len(data) <= MAX_FILE_BYTES else None
+        data = file.read(DEFAULTS.submission_file_bytes + 1)
+    return data if len(data) <= DEFAULTS.submission_file_bytes else None
 
 
 def reason(exc: Exception) -> str:
@@ -181,6 +174,14 @@ def unreadable(name: str, data: bytes) -> str | None:
         except ValueError as exc:
             return f"not a valid notebook (invalid JSON: {exc})"
     return None
+
+
+def write_student(lab: Lab, folder: Path, record: SubmissionResult) -> None:
+    """A student's folder: the record, Gradescope's results.json and the feedback (Markdown, HTML)."""
+    write_record(folder, record)
+    write_atomically(folder / "results.json", json.dumps(results_json(lab, record), indent=1))
+    write_atomically(folder / "feedback.md", feedback_markdown(lab, record))
+    write_atomically(folder / "feedback.html", feedback_html(lab, record))
 
 
 def kit_fingerprint(lab: Lab) -> str:

@@ -1,29 +1,25 @@
-"""Gradescope: grade ``/autograder/submission`` and write ``/autograder/results/results.json``.
+"""Gradescope: its ``results.json`` format (:func:`results_json`), and finding a lab's files in an
+upload (:func:`collect`).
 
-``run_autograder`` (in the zip ``make gradescope-zip`` writes) calls ``python -m autograder
-gradescope-run --root /autograder``. Students upload in many shapes; before grading, the upload
-is searched for the lab's modules: at the top, in a sub-folder, or inside a zip (unpacked
-with limits; entries that would land outside it are skipped). What was found, and where,
-goes to the top of the feedback. The grading itself is :func:`autograder.batch.grade.grade` on a
-cohort of one, with the hidden checks, so Gradescope and ``make grade`` give the same score.
+Students upload in many shapes; before grading, the upload is searched for the lab's modules: at
+the top, in a sub-folder, or inside a zip (unpacked with limits; entries that would land outside it
+are skipped). What was found, and where, goes to the top of the feedback. The run itself (what
+``run_autograder`` calls) is :mod:`autograder.batch.upload`.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import os
 import shutil
 import tempfile
-import traceback
 import zipfile
 from pathlib import Path
 
-from autograder.batch.grade import MAX_FILE_BYTES, grade, part_of_lab, student_folder
-from autograder.files import write_atomically
-from autograder.lab import Lab, find_lab
-from autograder.reports.feedback import gradescope
-from autograder.results import read_record
+from autograder.lab import Lab
+from autograder.limits import DEFAULTS
+from autograder.reports.feedback import feedback_markdown
+from autograder.reports.records import hidden_line
+from autograder.results import SubmissionResult
 
 MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
 MAX_ARCHIVES = 20
@@ -132,30 +128,23 @@ def collect(lab: Lab, upload: Path, into: Path) -> list[str]:
             notes.append(f"the modules were found in {shown(folder, work / 'upload')}/ and graded from there")
         if folder is not None:
             for path in sorted(folder.iterdir()):
-                if path.is_file() and part_of_lab(lab, path) and path.stat().st_size <= MAX_FILE_BYTES:
+                if path.is_file() and lab.holds(path) and path.stat().st_size <= DEFAULTS.submission_file_bytes:
                     shutil.copyfile(path, into / path.name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return notes
 
 
-def run(root: Path, jobs: int = 1) -> dict:
-    """Grade ``root/submission`` into ``root/results/results.json``; return what was written.
-    The autograder zip holds one lab (``make gradescope-zip LAB=...``)."""
-    try:
-        lab = find_lab()
-        with tempfile.TemporaryDirectory(prefix="autograder-gradescope-") as tmp:
-            cohort = Path(tmp) / "cohort"
-            notes = collect(lab, root / "submission", cohort / "submission" / lab.name)
-            grade(lab, cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
-            record = read_record(student_folder(Path(tmp) / "out", "submission"))
-        results = gradescope(lab, record)
-        if notes:
-            results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]
-    except Exception:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened
-        results = {"score": 0.0, "output": "The autograder could not grade this upload; please tell the course "
-                   "staff. (" + traceback.format_exc(limit=2).strip().splitlines()[-1] + ")", "tests": []}
-    out = root / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomically(out / "results.json", json.dumps(results, indent=1))
-    return results
+def results_json(lab: Lab, record: SubmissionResult) -> dict:
+    """Gradescope's results.json. Hidden checks are tests visible after publication, each with one
+    line saying what it checks; the top-level ``output`` (visible at once) holds the public
+    feedback only. Gradescope hides the total while any test is hidden, so it reveals nothing."""
+    tests = [{"name": f"{check.part}: {check.name}", "score": check.earned,
+              "max_score": check.points, "status": "passed" if check.passed else "failed",
+              "visibility": "after_published" if check.hidden else "visible",
+              "output": hidden_line(check) if check.hidden else check.message,
+              "output_format": "text"}  # the student's own words, shown as they are, never as Markdown or HTML
+             for check in record.checks]
+    return {"score": record.total, "execution_time": round(record.seconds, 3),
+            "output": feedback_markdown(lab, record, hidden=False), "output_format": "md", "test_output_format": "text",
+            "visibility": "visible", "tests": tests}

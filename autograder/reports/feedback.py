@@ -1,6 +1,6 @@
 """A student's feedback, from their record: ``feedback.html`` (a page that opens anywhere: no
-server, no network, no script), ``feedback.md`` and Gradescope's ``results.json``, all from one
-view (:func:`feedback_view`), so the three say the same.
+server, no network, no script) and ``feedback.md`` (also the top of Gradescope's ``results.json``,
+:mod:`autograder.platforms.gradescope`), all from one view (:func:`feedback_view`), so they say the same.
 
 The view puts first what the student acts on: a summary table; per part the known mistake once,
 with its hint, at the top; the failed public checks with their messages and, where the values are
@@ -11,19 +11,16 @@ are named with what they check, nothing more, and only where grades are publishe
 from __future__ import annotations
 
 import base64
-import json
-from pathlib import Path
 
 import jinja2
 import mistune
 from markupsafe import Markup
 
-from autograder.files import write_atomically
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence
 from autograder.lab import Lab
 from autograder.reports.heatmap import heatmap_svg
 from autograder.reports.records import hidden_line
-from autograder.results import NOT_HANDED_IN, SAID_ONCE, CheckResult, SubmissionResult, total, write_record
+from autograder.results import NOT_HANDED_IN, SAID_ONCE, CheckResult, SubmissionResult, total
 from autograder.text import markdown_block, markdown_span, one_line, printable, relation_sentence
 
 # Every value a page shows is made printable, then escaped: autoescape alone leaves control and
@@ -194,25 +191,3 @@ def matched(mistake: dict, hidden: bool) -> str:
 def feedback_html(lab: Lab, record: SubmissionResult) -> str:
     view = feedback_view(lab, record)
     return TEMPLATES.get_template("feedback.html").render(view=view, matched=matched, also=also, same=same)
-
-
-def gradescope(lab: Lab, record: SubmissionResult) -> dict:
-    """Gradescope's results.json. Hidden checks are tests visible after publication, each with one
-    line saying what it checks; the top-level ``output`` (visible at once) holds the public
-    feedback only. Gradescope hides the total while any test is hidden, so it reveals nothing."""
-    tests = [{"name": f"{check.part}: {check.name}", "score": check.earned,
-              "max_score": check.points, "status": "passed" if check.passed else "failed",
-              "visibility": "after_published" if check.hidden else "visible",
-              "output": hidden_line(check) if check.hidden else check.message,
-              "output_format": "text"}  # the student's own words, shown as they are, never as Markdown or HTML
-             for check in record.checks]
-    return {"score": record.total, "execution_time": round(record.seconds, 3),
-            "output": feedback_markdown(lab, record, hidden=False), "output_format": "md", "test_output_format": "text",
-            "visibility": "visible", "tests": tests}
-
-
-def write_student(lab: Lab, folder: Path, record: SubmissionResult) -> None:
-    write_record(folder, record)
-    write_atomically(folder / "results.json", json.dumps(gradescope(lab, record), indent=1))
-    write_atomically(folder / "feedback.md", feedback_markdown(lab, record))
-    write_atomically(folder / "feedback.html", feedback_html(lab, record))

@@ -1,0 +1,43 @@
+"""One upload graded as Gradescope grades it: ``/autograder/submission`` in,
+``/autograder/results/results.json`` out.
+
+``run_autograder`` (in the zip ``make gradescope-zip`` writes) calls ``python -m autograder
+gradescope-run --root /autograder``. The lab's files are found in the upload
+(:func:`autograder.platforms.gradescope.collect`), then graded by :func:`autograder.batch.grade.grade`
+on a cohort of one, with the hidden checks, so Gradescope and ``make grade`` give the same score;
+the ``results.json`` is the one that run wrote, with what was found in the upload on top.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+import traceback
+from pathlib import Path
+
+from autograder.batch.grade import grade, student_folder
+from autograder.files import write_atomically
+from autograder.lab import find_lab
+from autograder.platforms.gradescope import collect
+
+
+def run(root: Path, jobs: int = 1) -> dict:
+    """Grade ``root/submission`` into ``root/results/results.json``; return what was written.
+    The autograder zip holds one lab (``make gradescope-zip LAB=...``)."""
+    try:
+        lab = find_lab()
+        with tempfile.TemporaryDirectory(prefix="autograder-gradescope-") as tmp:
+            cohort = Path(tmp) / "cohort"
+            notes = collect(lab, root / "submission", cohort / "submission" / lab.name)
+            grade(lab, cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
+            results = json.loads((student_folder(Path(tmp) / "out", "submission") / "results.json").read_text())
+        if notes:
+            results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]
+    except Exception:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened
+        results = {"score": 0.0, "output": "The autograder could not grade this upload; please tell the course "
+                   "staff. (" + traceback.format_exc(limit=2).strip().splitlines()[-1] + ")", "tests": []}
+    out = root / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomically(out / "results.json", json.dumps(results, indent=1))
+    return results
