@@ -30,16 +30,31 @@ class Limits:
     stop_grace: float = limit(2.0, "s", "a worker that does not answer this long after its call's time-out is killed")
     reference_timeout: float = limit(60.0, "s", "one call into the reference solution (hidden checks)")
     start_timeout: float = limit(60.0, "s", "a worker's start: the zygote's fork, the sandbox, the first words")
+    frame_bytes: int = limit(64 * MIB, "bytes", "one message between the judge and a worker (an answer; a larger "
+                             "one is refused before it is read)")
+    header_bytes: int = limit(1 * MIB, "bytes", "the header of one message (its shapes and types)")
     check_bytes: int = limit(256 * MIB, "bytes", "the answers of one check, together, that the judge holds")
+    printed_note_bytes: int = limit(16 * MIB, "bytes", "printed output before the notes say so (printing costs nothing)")
+    output_tail_bytes: int = limit(1500, "bytes", "the last printed output a crash message shows")
     worker_memory_bytes: int = limit(4 * GIB, "bytes", "each process of a worker: its address space (rlimit)")
     worker_total_memory_bytes: int = limit(4 * GIB, "bytes", "all of a worker's processes together (its memory "
                                            "cgroup; over it the kernel stops one)")
     cpu_seconds: int = limit(300, "s", "CPU time of each process of a worker (rlimit)")
-    file_bytes: int = limit(16 * MIB, "bytes", "a file a worker writes (its scratch folder; rlimit)")
+    file_bytes: int = limit(16 * MIB, "bytes", "a file a worker writes (rlimit)")
+    scratch_bytes: int = limit(32 * MIB, "bytes", "a worker's scratch folder, all its files together (its own tmpfs)")
+    scratch_files: int = limit(4096, "", "files in a worker's scratch folder")
     open_files: int = limit(256, "", "files a worker's process may hold open (rlimit)")
     processes: int = limit(64, "", "processes of one worker's user id (rlimit)")
     submission_file_bytes: int = limit(1 * MIB, "bytes", "a file of a submission (a larger one is left out, "
                                        "and said so)")
+    # What staging says is per file: a submission of 100,000 stray files must not make a 5 MB notes
+    # cell (Python's csv module refuses cells over 128 KiB) or feedback page.
+    submission_notes: int = limit(20, "", "notes about one submission's files (more are counted, not listed)")
+    note_characters: int = limit(300, "", "characters of one such note")
+    upload_unzipped_bytes: int = limit(20 * MIB, "bytes", "what a Gradescope upload's zips unpack to, together")
+    upload_archives: int = limit(20, "", "zips opened in one upload")
+    upload_nested_zips: int = limit(3, "", "levels of zips inside zips opened")
+    upload_depth: int = limit(4, "", "folders deep the lab's files are looked for in an upload")
     judge_memory_bytes: int = limit(4 * GIB, "bytes", "a grading lane's own address space (the back-stop: what a "
                                     "submission makes it hold is bounded by the limits above)")
 
@@ -57,7 +72,7 @@ def add_options(add) -> None:
     """Declare the settable limits with ``add``: argparse's ``add_argument`` or pytest's ``addoption``."""
     for f in settable():
         add(f.metadata["option"], dest=f.name, type=float, default=f.default,
-            help=f"seconds: {f.metadata['meaning']} (default: {f.default:g})")
+            help=f"{f.metadata['meaning']} (default: {amount(f.default, f.metadata['unit'])})")
 
 
 def from_options(options) -> Limits:
@@ -66,9 +81,9 @@ def from_options(options) -> Limits:
 
 
 def amount(value: float, unit: str) -> str:
-    if unit == "bytes":
+    if unit == "bytes" and value >= MIB:
         return f"{value / GIB:g} GiB" if value >= GIB else f"{value / MIB:g} MiB"
-    return f"{value:g} {unit}".strip()
+    return f"{value:,g} {unit}".strip()
 
 
 def markdown_table() -> str:

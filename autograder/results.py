@@ -247,24 +247,20 @@ class RunResults:
     def replayed(self) -> int:
         return sum(c.replayed for c in self.checks)
 
-    def by_part(self, part_ids: list[str]) -> dict[str, dict]:
-        """Points per part of the checks that ran, in the lab's order."""
-        parts = {}
-        for part in part_ids:
-            checks = [c for c in self.checks if c.part == part]
-            if checks:
-                parts[part] = {"points": sum((c.earned for c in checks), 0.0),
-                               "max_points": sum((c.points for c in checks), 0.0),
-                               "passed": sum(c.passed for c in checks), "checks": len(checks)}
-        return parts
+    def parts(self, part_ids: list[str]) -> dict[str, PartResult]:
+        """The parts whose checks ran, in the lab's order."""
+        parts = {part: PartResult(part, 0.0, [c for c in self.checks if c.part == part]) for part in part_ids}
+        return {part: result for part, result in parts.items() if result.checks}
 
 
 def write_run(path: Path, run: RunResults, part_ids: list[str]) -> None:
     """The judge's results file: the run's checks, with their full messages and diagnoses."""
-    parts = run.by_part(part_ids)
-    payload = {"lab": run.lab, "parts": parts,
-               "total": round(sum(p["points"] for p in parts.values()), 6),
-               "max_total": round(sum(p["max_points"] for p in parts.values()), 6),
+    parts = run.parts(part_ids)
+    payload = {"lab": run.lab,
+               "parts": {p.id: {"points": p.points, "max_points": p.max_points, "passed": p.passed,
+                                "checks": len(p.checks)} for p in parts.values()},
+               "total": round(sum(p.points for p in parts.values()), 6),
+               "max_total": round(sum(p.max_points for p in parts.values()), 6),
                "sandbox": run.sandbox, "notes": run.notes, "reaches": run.reaches, "replayed": run.replayed,
                "checks": [{"id": c.id, "passed": c.passed, "message": c.message,
                            "diagnoses": [dataclasses.asdict(d) for d in c.diagnoses], "part": c.part, "check": c.name,

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from autograder.harness.remote import RemoteCode, StudentError
+from autograder.harness.remote import RemoteCode, RemoteFunction, StudentError
 from autograder.judge.checks import CheckFailure, expect_calls, expect_close
+from autograder.results import FailureKind
 
 
 def message(call) -> str:
@@ -125,3 +126,32 @@ def test_the_form_of_code_is_judged_by_running_it(forms):
                                         "use torch.dot per pair"))
     assert said == ("dummy_loops(xs) must use torch.dot per pair (this exercise is about that form): "
                     "it made 0 such calls, at least 16 expected")
+
+
+class Forged:
+    """A worker whose answer is whatever student code wrote on its channel (it shares the process)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def request(self, _request):
+        return self.answer
+
+
+@pytest.mark.parametrize("call, answer", [
+    ("with_args", 1), ("with_args", {"result": 1}), ("with_args", {"result": 1, "args": "x"}),
+    ("counting", {"result": 1, "counts": 7}), ("counting", {"result": 1, "counts": {"torch.dot": "many"}}),
+    ("counting", {"result": 1, "counts": {}}), ("grad", [1]), ("grad", {"output": 1}),
+])
+def test_a_malformed_answer_is_the_submissions_failure_never_a_broken_check(call, answer):
+    function = RemoteFunction(Forged(answer), "scores.attention_scores")
+    calls = {"with_args": lambda: function.with_args(1), "counting": lambda: function.counting(("torch.dot",), 1),
+             "grad": lambda: function.grad(1)}
+    with pytest.raises(StudentError) as caught:
+        calls[call]()
+    assert caught.value.kind == FailureKind.BAD_VALUE and caught.value.where == "scores.attention_scores"
+
+
+def test_a_well_formed_answer_passes_through():
+    assert RemoteFunction(Forged({"result": 1, "counts": {"torch.dot": 2}}), "m.f").counting(("torch.dot",)) == \
+        (1, {"torch.dot": 2})

@@ -27,7 +27,7 @@ def kit_command(kit, *args, check=True):
 def kit(tmp_path_factory):
     """A copy of the kit with no lab in it, and a new lab written by the scaffold and released."""
     root = tmp_path_factory.mktemp("kit")
-    for name in ("autograder", "platforms"):
+    for name in ("autograder", "deploy"):
         shutil.copytree(KIT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(KIT / "nbgrader_config.py", root)
     (root / "source").mkdir()

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.batch.grade import MAX_NOTE_CHARS, MAX_NOTES, Submission, grade, stage
+from autograder.batch.grade import Submission, grade, stage
+from autograder.limits import DEFAULTS
 from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
 from autograder.reports.feedback import feedback_html, feedback_markdown
@@ -153,8 +154,8 @@ def test_file_names_are_shown_inert_and_notes_are_capped(tmp_path):
     assert "\\xfe\\x1b[31m.py" in page and "<img src=x" not in page
     assert rows["a_escapes"]["total"] == rows["a_many"]["total"] == "100"
     notes = rows["a_many"]["notes"].split("; ")
-    assert len(notes) == MAX_NOTES + 1 and notes[-1] == f"and {3000 - MAX_NOTES} more files noted, not listed", notes[-1]
-    assert all(len(note) <= MAX_NOTE_CHARS for note in notes)
+    assert len(notes) == DEFAULTS.submission_notes + 1 and notes[-1] == f"and {3000 - DEFAULTS.submission_notes} more files noted, not listed", notes[-1]
+    assert all(len(note) <= DEFAULTS.note_characters for note in notes)
     assert len(files[f"{LAB.name}/students/a_many/feedback.html"]) < 100_000
 
 
@@ -164,7 +165,7 @@ def test_staging_notes_each_entry_it_leaves_out_and_caps_the_notes(tmp_path, mon
     folder = hand_in(tmp_path / "cohort", "a_odd")
     (folder / "softmax.py").unlink()
     (folder / "softmax.py").symlink_to("softmax.py")
-    for number in range(2 * MAX_NOTES):
+    for number in range(2 * DEFAULTS.submission_notes):
         (folder / f"{chr(number + 1) * 200}.txt").write_text("")  # names of control characters, escaped 4 times longer
     listed = Path.iterdir
     monkeypatch.setattr(Path, "iterdir", lambda path: [*listed(path), path / "heads.py"] if path == folder else listed(path))
@@ -176,8 +177,8 @@ def test_staging_notes_each_entry_it_leaves_out_and_caps_the_notes(tmp_path, mon
     notes = submission.notes
     assert notes[:2] == ["heads.py: could not be read (no such file or directory), left out",
                          "softmax.py: a link that loops (following it never reaches a file), left out"], notes[:3]
-    assert len(notes) == MAX_NOTES + 1 and notes[-1] == f"and {2 + 2 * MAX_NOTES - MAX_NOTES} more files noted, not listed"
-    assert all(len(note) <= MAX_NOTE_CHARS and not raw_characters(note) for note in notes), notes
+    assert len(notes) == DEFAULTS.submission_notes + 1 and notes[-1] == f"and {2 + 2 * DEFAULTS.submission_notes - DEFAULTS.submission_notes} more files noted, not listed"
+    assert all(len(note) <= DEFAULTS.note_characters and not raw_characters(note) for note in notes), notes
     assert sorted(path.name for path in (tmp_path / "staged").iterdir()) == sorted(
         f"{module}.py" for module in ("dropout", "masking", "projections", "scores"))
 

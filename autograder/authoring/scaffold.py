@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder.course import KIT_ROOT
+from autograder.course import directory
 from autograder.lab import DECLARATION
 
 NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -154,13 +154,13 @@ sys.path.insert(0, "tests")  # the notebook's helpers: make release and make sol
 from notebook_helpers import compare, load'''
 
 
-def new_lab(name: str, parts: list[str], title: str | None = None, source: Path = KIT_ROOT / "source") -> Path:
+def new_lab(name: str, parts: list[str], title: str | None = None, source: Path | None = None) -> Path:
     """Write ``source/<name>/``; refuse names that are not Python identifiers and existing folders."""
     bad = [n for n in (name, *parts) if not NAME.fullmatch(n)]
     if bad or not parts or len(set(parts)) != len(parts):
         raise ValueError(f"a lab and its parts need distinct lower-case Python names (a-z, 0-9, _), at least "
                          f"one part: not {', '.join(bad) or 'these parts'}")
-    folder = source / name
+    folder = (source or directory("source")) / name
     if folder.exists():
         raise ValueError(f"{folder} exists already: a new lab needs a new folder")
     title = title or f"TODO the title of {name}"

@@ -9,7 +9,7 @@ the class's files, so no student name (``grades.csv``) can take their place.
 Each submission is first *staged*: its regular files are copied into a private folder named by
 its position in the cohort, never by the student's name (links that loop or leave the submission,
 entries that are not regular files, oversized, unreadable or unexpected files are left out and
-said so, in at most ``MAX_NOTES`` notes), then graded by one of ``jobs`` lanes
+said so, in at most ``Limits.submission_notes`` notes), then graded by one of ``jobs`` lanes
 (:mod:`autograder.batch.lane`). Nothing a student's folder holds stops the batch: a folder that
 cannot be staged fails that student alone (the ``status`` says why). A student's reports are
 written, atomically, as soon as that student is graded, together with a fingerprint of the
@@ -48,9 +48,6 @@ from autograder.reports.similarity import similarity
 from autograder.results import SubmissionResult, read_record, read_run, write_record
 from autograder.text import one_line
 
-# What staging says is per file: a submission of 100,000 stray files must not make a 5 MB notes
-# cell (Python's csv module refuses cells over 128 KiB) or feedback page.
-MAX_NOTES, MAX_NOTE_CHARS = 20, 300
 FINGERPRINT = ".fingerprint"
 STUDENTS = "students"  # <out>/students/<student>/: one folder per student, apart from the class's files
 
@@ -85,7 +82,7 @@ def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
 
 def stage(lab: Lab, submission: Submission, target: Path) -> None:
     """Copy what may be graded into ``target``, a new folder; say what was left out and why: in
-    ``submission.notes``, one printable line per file, at most ``MAX_NOTES`` of ``MAX_NOTE_CHARS``
+    ``submission.notes``, one printable line per file, at most ``Limits.submission_notes`` of ``Limits.note_characters``
     (the lab's modules first), then how many more. Raises only when the folder itself cannot be
     listed; an entry that cannot be staged is left out with a note."""
     target.mkdir(parents=True)
@@ -103,10 +100,10 @@ def stage(lab: Lab, submission: Submission, target: Path) -> None:
         if why:
             said.append((path.name not in lab.modules, one_line(f"{path.name}: {why}")))
     notes = [note for _, note in sorted(said, key=lambda item: item[0])]
-    submission.notes += [note if len(note) <= MAX_NOTE_CHARS else note[:MAX_NOTE_CHARS - 1] + "…"
-                         for note in notes[:MAX_NOTES]]
-    if len(notes) > MAX_NOTES:
-        submission.notes.append(f"and {len(notes) - MAX_NOTES} more files noted, not listed")
+    submission.notes += [note if len(note) <= DEFAULTS.note_characters else note[:DEFAULTS.note_characters - 1] + "…"
+                         for note in notes[:DEFAULTS.submission_notes]]
+    if len(notes) > DEFAULTS.submission_notes:
+        submission.notes.append(f"and {len(notes) - DEFAULTS.submission_notes} more files noted, not listed")
     submission.handed_in = any(target.iterdir())  # an empty folder, or only files that are not the lab's
 
 

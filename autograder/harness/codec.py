@@ -17,6 +17,8 @@ import time
 
 import torch
 
+from autograder.limits import DEFAULTS
+
 # Only plain numeric dtypes may cross; decoding rejects anything else.
 DTYPES = {
     name: getattr(torch, name)
@@ -26,8 +28,6 @@ DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 # What one message may hold. The lab's largest answers are a few hundred KiB; the caps bound
 # what a hostile worker can make the judge read, hold and parse.
-MAX_FRAME_BYTES = 64 * 1024 * 1024
-MAX_HEADER_BYTES = 1024 * 1024
 
 # A request's "seed" that leaves the worker's RNG where the previous request left it.
 CONTINUE_STREAM = "continue"
@@ -154,12 +154,12 @@ def recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame_bytes(read_exact, limit: int = MAX_FRAME_BYTES) -> bytes:
+def read_frame_bytes(read_exact, limit: int = DEFAULTS.frame_bytes) -> bytes:
     """One whole frame, undecoded, read with ``read_exact(n) -> bytes``; frames over ``limit``
     are refused before their contents are read."""
     head = read_exact(8)
     size, count = struct.unpack("<II", head)
-    if size > min(limit, MAX_HEADER_BYTES) or count > limit // 8:
+    if size > min(limit, DEFAULTS.header_bytes) or count > limit // 8:
         raise CodecError(f"a message header of {size} bytes and {count} blobs is over the limit")
     parts = [head, read_exact(size)]
     total = size
@@ -193,6 +193,6 @@ def decode_frame(frame: bytes):
     return decode(header, blobs)
 
 
-def read_frame(read_exact, limit: int = MAX_FRAME_BYTES):
+def read_frame(read_exact, limit: int = DEFAULTS.frame_bytes):
     """Read one frame with ``read_exact(n) -> bytes`` and decode it; refuse frames over ``limit``."""
     return decode_frame(read_frame_bytes(read_exact, limit))

@@ -127,7 +127,7 @@ class Zygote:
 class OutputTail:
     """The end of what a worker printed: kept for the message when it crashes."""
 
-    def __init__(self, keep: int = 1500):
+    def __init__(self, keep: int = DEFAULTS.output_tail_bytes):
         self.keep, self.data, self.total = keep, bytearray(), 0
 
     def add(self, chunk: bytes) -> None:

@@ -59,7 +59,6 @@ class StudentError(Exception):
         return self.failure.where
 
 
-PRINTED_NOTE_BYTES = 16 * 1024**2  # printing more is said once in the notes (it costs nothing)
 
 
 @dataclass
@@ -395,7 +394,7 @@ class RemoteCode:
     def notes(self) -> list[str]:
         """What the submission did that costs nothing but is worth saying (once)."""
         printed = self._shared.printed + (self._shared.worker.printed.total if self._shared.worker else 0)
-        if printed > PRINTED_NOTE_BYTES:
+        if printed > DEFAULTS.printed_note_bytes:
             return [f"your code printed {printed / 2**20:.0f} MiB; the grader read it and dropped it "
                     "(printing costs nothing, but slows your code down)"]
         return []
@@ -426,7 +425,7 @@ def error_from(error, where: str) -> StudentError:
         said["message"] = (f"{where} ran out of memory: a process running your code may use "
                            f"{DEFAULTS.worker_memory_bytes / 2**30:g} GiB ({said['message']})")
     return StudentError(kind, said["message"], said["type"], said["where"], said["trace"], file=said["file"],
-                        line=line if isinstance(line, int) else 0, phase=said["phase"],
+                        line=line if isinstance(line, int) and not isinstance(line, bool) else 0, phase=said["phase"],
                         called_from=said["called_from"][:200],
                         loading=tuple(printable(str(f))[:200] for f in loading[:10]) if isinstance(loading, list) else ())
 
@@ -462,21 +461,30 @@ class RemoteFunction:
 
     def with_args(self, *args, **kwargs) -> tuple:
         """Call and return ``(result, args)``, the arguments as the call left them."""
-        answer = self._student.request({"op": "call", "target": self.target, "args": list(args),
-                                        "kwargs": kwargs, "echo_args": True})
+        answer = self._shaped(self._student.request({"op": "call", "target": self.target, "args": list(args),
+                                                     "kwargs": kwargs, "echo_args": True}), result=object, args=list)
         return answer["result"], answer["args"]
 
     def counting(self, names: tuple[str, ...], *args, **kwargs) -> tuple:
         """Call and return ``(result, {name: calls})``: how often the call used each library function."""
-        answer = self._student.request({"op": "call", "target": self.target, "args": list(args),
-                                        "kwargs": kwargs, "count": list(names)})
+        answer = self._shaped(self._student.request({"op": "call", "target": self.target, "args": list(args),
+                                                     "kwargs": kwargs, "count": list(names)}), result=object, counts=dict)
+        if not all(isinstance(answer["counts"].get(name), int) for name in names):
+            raise StudentError(FailureKind.BAD_VALUE, f"{self.target}: malformed answer from the worker", where=self.target)
         return answer["result"], answer["counts"]
 
     def grad(self, *args, upstream=None, **kwargs) -> dict:
         """Call, backpropagate ``upstream`` (default: ones) and return
         ``{"output", "inputs": [grad per argument]}``."""
-        return self._student.request({"op": "grad", "target": self.target, "args": list(args),
-                                      "kwargs": kwargs, "upstream": upstream})
+        return self._shaped(self._student.request({"op": "grad", "target": self.target, "args": list(args),
+                                                   "kwargs": kwargs, "upstream": upstream}), output=object, inputs=list)
+
+    def _shaped(self, answer, **fields: type) -> dict:
+        """``answer`` if it is a dict with ``fields`` of these types: the worker runs student code, so a
+        malformed answer is the submission's failure (``bad_value``), never a check that broke."""
+        if not (isinstance(answer, dict) and all(k in answer and isinstance(answer[k], t) for k, t in fields.items())):
+            raise StudentError(FailureKind.BAD_VALUE, f"{self.target}: malformed answer from the worker", where=self.target)
+        return answer
 
 
 class Handle:

@@ -44,7 +44,7 @@ from landlock import Ruleset  # imported here, once in the zygote, not in every 
 from landlock.plumbing import FSAccess
 
 from autograder.harness import cgroup
-from autograder.limits import Limits
+from autograder.limits import DEFAULTS, Limits
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -67,7 +67,6 @@ UID_BASE = 0x20000000
 UIDS_PER_BLOCK = 1 << 16
 UID_BLOCKS = 4096
 
-SCRATCH_BYTES, SCRATCH_FILES = 32 * 1024**2, 4096
 PID_NAMESPACE = "a PID namespace of its own"
 MEMORY_CEILING = "a memory ceiling for all its processes together (cgroup)"
 SYSTEM_CALL_FILTER = "a system call filter (Unix sockets only, no listening, no new namespaces, no keyrings, BPF or io_uring)"
@@ -213,7 +212,7 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         os.environ.clear()
         os.environ.update(ENVIRONMENT, HOME=confinement.scratch, TMPDIR=confinement.scratch)
         tempfile.tempdir = None
-        report.attempt("resource limits", lambda: limit_resources(Limits(), confinement.uid is not None))
+        report.attempt("resource limits", lambda: limit_resources(DEFAULTS, confinement.uid is not None))
         report.attempt("landlock file access",
                        lambda: restrict_files([*read_roots(), confinement.submission], [confinement.scratch]))
         if confinement.uid is not None:
@@ -284,7 +283,7 @@ def enter_view(confinement: Confinement) -> None:
     # count are capped (the file size limit caps one file, not how many).
     os.makedirs(view + confinement.scratch, mode=0o755, exist_ok=True)
     mount("tmpfs", view + confinement.scratch, "tmpfs", MS_NOSUID | MS_NODEV,
-          f"size={SCRATCH_BYTES},nr_inodes={SCRATCH_FILES},mode=0700" +
+          f"size={DEFAULTS.scratch_bytes},nr_inodes={DEFAULTS.scratch_files},mode=0700" +
           (f",uid={confinement.uid},gid={confinement.uid}" if confinement.uid is not None else ""))
     for device in DEVICES:
         if os.path.exists(device):

@@ -1,6 +1,6 @@
 """The worker: the only process that imports and runs a submission's modules.
 
-Started by :class:`autograder.harness.remote.RemoteCode`, either as ``python -m autograder.harness.worker <dir>
+Started for :class:`autograder.harness.remote.RemoteCode` by :class:`autograder.harness.processes.WorkerProcess`, either as ``python -m autograder.harness.worker <dir>
 <socket fd>`` or forked, already confined, by :mod:`autograder.harness.zygote`. It reads requests and
 writes answers on one socket in the format of :mod:`autograder.harness.codec`; a student's ``print``
 goes to a log, never into the answer channel. Every request starts from the same RNG state, so a result does
@@ -57,7 +57,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from autograder.harness.codec import CONTINUE_STREAM, MAX_FRAME_BYTES, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
+from autograder.harness.codec import CONTINUE_STREAM, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
+from autograder.limits import DEFAULTS
 
 DEFAULT_SEED = 0
 METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure", "submodule")
@@ -440,9 +441,9 @@ def run(root: str, sock: socket.socket, report=None) -> None:
             frame = bad_value(request, f"returned a value the grader cannot read: {exc}")
         except BaseException as exc:  # noqa: BLE001 - report everything the student's code raises
             frame = encode({"error": error_answer(exc, request, worker.root, worker.timeout)})
-        if len(frame) > MAX_FRAME_BYTES:  # the judge would refuse it: say why, in the student's terms
+        if len(frame) > DEFAULTS.frame_bytes:  # the judge would refuse it: say why, in the student's terms
             frame = bad_value(request, f"returned {len(frame) / 2**20:.0f} MiB, more than the "
-                                       f"{MAX_FRAME_BYTES // 2**20} MiB one call may return")
+                                       f"{DEFAULTS.frame_bytes // 2**20} MiB one call may return")
         sock.sendall(frame)
 
 

@@ -414,18 +414,18 @@ class Scoreboard:
             return
         lab = self.config.stash[LAB]
         checks = list(self.results.values())
-        parts = RunResults(lab.name, checks).by_part(lab.part_ids)
+        parts = RunResults(lab.name, checks).parts(lab.part_ids)
         write = terminalreporter.write_line
         hidden = any(check.hidden for check in checks)
         terminalreporter.section(f"{lab.name} lab: points of the public and hidden checks" if hidden else
                                  f"{lab.name} lab: points of the public checks (your grade adds hidden ones)")
         write(f"{'part':<12} {'points':>13}   checks passed")
         for part, row in parts.items():
-            write(f"{part:<12} {row['points']:>6g} / {row['max_points']:<4g}   {row['passed']} / {row['checks']}")
+            write(f"{part:<12} {row.points:>6g} / {row.max_points:<4g}   {row.passed} / {len(row.checks)}")
         write(f"{'total':<12} {total(checks, earned=True):>6g} / {total(checks):<4g}")
         for part, row in parts.items():
-            if row["passed"] < row["checks"]:
-                failed = [c for c in checks if c.part == part and not c.passed]
+            if row.passed < len(row.checks):
+                failed = [c for c in row.checks if not c.passed]
                 first = min(failed, key=lambda c: c.hidden)  # a public one when there is one
                 write("")
                 write(f"{part}: first failing check: {first.name}", bold=True)

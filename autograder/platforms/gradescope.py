@@ -21,10 +21,6 @@ from autograder.reports.feedback import feedback_markdown
 from autograder.reports.records import hidden_line
 from autograder.results import SubmissionResult
 
-MAX_UNZIPPED_BYTES = 20 * 1024 * 1024  # all archives together
-MAX_ARCHIVES = 20
-MAX_NESTED_ZIPS = 3
-MAX_DEPTH = 4
 
 
 def copy_regular_files(upload: Path, into: Path, notes: list[str]) -> None:
@@ -48,14 +44,14 @@ class ZipBudget:
     """What unpacking may still write, over all the upload's archives."""
 
     def __init__(self):
-        self.bytes, self.archives = MAX_UNZIPPED_BYTES, MAX_ARCHIVES
+        self.bytes, self.archives = DEFAULTS.upload_unzipped_bytes, DEFAULTS.upload_archives
 
 
 def unpack_zips(folder: Path, notes: list[str]) -> None:
     """Unpack each zip in ``folder`` next to it; zips found inside are unpacked too, down to
-    ``MAX_NESTED_ZIPS`` levels, all within one budget of bytes and archives."""
+    ``Limits.upload_nested_zips`` levels, all within one budget of bytes and archives."""
     budget, opened = ZipBudget(), set()
-    for _ in range(MAX_NESTED_ZIPS):
+    for _ in range(DEFAULTS.upload_nested_zips):
         archives = [a for a in sorted(folder.rglob("*.zip")) if a not in opened and a.is_file()]
         opened.update(archives)
         for archive in archives:
@@ -74,7 +70,7 @@ def unpack(archive: Path, budget: ZipBudget, notes: list[str]) -> None:
             members = [m for m in bundle.infolist() if not m.is_dir()]
             size = sum(m.file_size for m in members)
             if size > budget.bytes:
-                notes.append(f"{archive.name}: unpacks to more than the {MAX_UNZIPPED_BYTES // 2**20} MB allowed, "
+                notes.append(f"{archive.name}: unpacks to more than the {DEFAULTS.upload_unzipped_bytes // 2**20} MB allowed, "
                              "not opened")
                 return
             budget.bytes -= size
@@ -95,7 +91,7 @@ def find_modules(lab: Lab, upload: Path) -> Path | None:
     """The folder of the upload holding the most of the lab's modules (the shallowest on a tie)."""
     best, best_count = None, 0
     for folder in sorted([upload, *(p for p in upload.rglob("*") if p.is_dir())], key=lambda p: len(p.parts)):
-        if len(folder.relative_to(upload).parts) > MAX_DEPTH or "__MACOSX" in folder.parts:
+        if len(folder.relative_to(upload).parts) > DEFAULTS.upload_depth or "__MACOSX" in folder.parts:
             continue
         count = sum((folder / module).is_file() for module in lab.modules)
         if count > best_count:

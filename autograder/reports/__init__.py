@@ -1,2 +1,2 @@
-"""Reports: what a grade tells the student (feedback), the instructor (class report, similarity)
-and the platforms (Gradescope's results.json), from the records the batch writes."""
+"""Reports: what a grade tells the student (feedback) and the instructor (class report, similarity),
+from the records (:class:`autograder.results.SubmissionResult`)."""
