@@ -6,13 +6,12 @@ are what the platforms call on their own machines, inside what ``student-bundle`
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from autograder.course import KIT_ROOT, directory
 from autograder.lab import Lab, LabError, all_labs, find_lab
-from autograder.limits import add_options, from_options
+from autograder.limits import JOBS, add_options, from_options
 from autograder.text import one_line
 
 
@@ -63,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--submissions", type=Path, default=default_submissions(),
                        help="folder of <student>/<lab>/ (default: submitted/ if it exists, else examples/submitted/)")
     grade.add_argument("--out", type=Path, default=KIT_ROOT / "grades", help="where the reports go (default: grades/)")
-    grade.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded in parallel (default: the number of CPUs)")
+    grade.add_argument("--jobs", type=int, default=JOBS, help=f"submissions graded in parallel (default: the number of "
+                       f"CPUs, {JOBS})")
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
     grade.add_argument("--nbgrader", action="store_true",
                        help="also record each student's points per part in nbgrader's gradebook")
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                     "torch import, and print the figures", parents=[some_labs])
     bench.add_argument("--copies", type=int, default=100, help="submissions per run: copies of the reference, and the "
                        "demo cohort cycled to as many (default: 100)")
-    bench.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                       help="submissions graded in parallel (default: the number of CPUs)")
+    bench.add_argument("--jobs", type=int, default=JOBS,
+                       help=f"submissions graded in parallel (default: the number of CPUs, {JOBS})")
     bench.add_argument("--full-copies", type=int, default=20, help="copies graded again with replay off, to time "
                        "checks that do not replay (default: 20; 0 skips them)")
     new_lab = command("new-lab", "write source/<name>/, a new lab with one placeholder exercise per part that "

@@ -39,7 +39,7 @@ from urllib.parse import quote
 from autograder.files import write_atomically
 from autograder.batch.lane import Lane
 from autograder.lab import DECLARATION, Lab
-from autograder.limits import DEFAULTS, Limits
+from autograder.limits import DEFAULTS, JOBS, Limits
 from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
 from autograder.reports.feedback import feedback_html, feedback_markdown
@@ -222,7 +222,7 @@ class Progress:
             self.stream.flush()
 
 
-def grade(lab: Lab, submissions: Path, out: Path, jobs: int = 2, force: bool = False,
+def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True) -> dict:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.judge.replay`)."""
