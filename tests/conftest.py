@@ -1,5 +1,7 @@
 """Shared paths and the one way the kit's tests grade a folder: the real command line."""
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -76,3 +78,8 @@ def solution_results(lab, tmp_path_factory):
 @pytest.fixture(scope="session")
 def stub_results(lab, tmp_path_factory):
     return grade(lab.release, tmp_path_factory.mktemp("stubs") / "results.json", lab=lab)
+
+
+def grades_table(folder: Path) -> dict[str, dict]:
+    """``folder/grades.csv`` (a lab's reports) by student."""
+    return {row["student"]: row for row in csv.DictReader(io.StringIO((folder / "grades.csv").read_text()))}

@@ -8,9 +8,7 @@ survivor killed later workers, the judge held gigabytes, secrets and /etc/shadow
 feedback, escapes reached the terminal and CSV, and names collided.
 """
 
-import csv
 import fcntl
-import io
 import json
 import os
 import resource
@@ -24,7 +22,7 @@ import mistune
 import pytest
 
 from autograder.harness import cgroup, sandbox
-from conftest import KIT, LAB, SOLUTIONS
+from conftest import KIT, LAB, SOLUTIONS, grades_table
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -56,16 +54,12 @@ def run_grade(cohort: Path, out: Path, env: dict | None = None, own_pid_namespac
                           env={**os.environ, **(env or {})})
 
 
-def rows(out: Path) -> dict[str, dict]:
-    return {row["student"]: row for row in csv.DictReader(io.StringIO((out / LAB.name / "grades.csv").read_text()))}
-
-
 def feedback(out: Path, student: str) -> str:
     return (out / LAB.name / "students" / student / "feedback.md").read_text()
 
 
 def assert_honest_twin_unharmed(out: Path) -> None:
-    assert rows(out)[HONEST]["total"] == "100", rows(out)[HONEST]
+    assert grades_table(out / LAB.name)[HONEST]["total"] == "100", grades_table(out / LAB.name)[HONEST]
 
 
 # 1. The zygote's control socket: a worker holds one descriptor to the judge and nothing else.
@@ -119,7 +113,7 @@ def test_a_worker_holds_one_descriptor_and_a_forged_fork_answer_hurts_only_its_f
     said = feedback(out, "a_forger")
     descriptors = said[said.index("open descriptors: ") + len("open descriptors: "):].split("}")[0] + "}"
     assert list(eval(descriptors).values()).count("socket") == 1, descriptors  # noqa: S307 - our own dict repr
-    assert float(rows(out)["a_forger"]["scores"]) < 10
+    assert float(grades_table(out / LAB.name)["a_forger"]["scores"]) < 10
 
 
 # 2. Processes started by a submission die with its worker: a new session and a double fork too.
@@ -203,7 +197,7 @@ def test_the_judge_holds_a_bounded_amount_of_what_a_submission_sends(tmp_path):
     said = feedback(out, "a_hog")
     assert "more than the 64 MiB one call may return" in said
     assert "is over the limit" in said  # the raw header: refused before anything else is read
-    assert float(rows(out)["a_hog"]["softmax"]) < 1
+    assert float(grades_table(out / LAB.name)["a_hog"]["softmax"]) < 1
 
 
 
@@ -373,7 +367,7 @@ def test_student_text_is_neutralised_in_every_output(tmp_path):
         texts[name] = (out / LAB.name / "students" / NAME / name).read_text()
     for where, text in texts.items():
         assert not any(c in text for c in "\x1b\x07\u202e"), where
-    assert [name for name in rows(out) if "HYPERLINK" in name] == ["'=HYPERLINK(\"x\")\\x1b[31m"]
+    assert [name for name in grades_table(out / LAB.name) if "HYPERLINK" in name] == ["'=HYPERLINK(\"x\")\\x1b[31m"]
     results = json.loads(texts["results.json"])
     rendered = [mistune.create_markdown(escape=False)(md) for md in (texts["feedback.md"], results["output"])]
     for html in [*rendered, texts["feedback.html"], texts["report.html"]]:
@@ -395,7 +389,7 @@ def test_a_linked_submission_folder_is_not_followed(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert_honest_twin_unharmed(out)
     for student in ("a_reader", "a_lister"):
-        assert rows(out)[student]["total"] == "0" and "is a link" in rows(out)[student]["status"]
+        assert grades_table(out / LAB.name)[student]["total"] == "0" and "is a link" in grades_table(out / LAB.name)[student]["status"]
     assert "points.toml" not in (out / LAB.name / "grades.csv").read_text()
 
 
@@ -408,6 +402,6 @@ def test_student_names_never_collide(tmp_path):
     out = tmp_path / "out"
     run = run_grade(cohort, out)
     assert run.returncode == 0, run.stderr[-3000:]
-    table = rows(out)
+    table = grades_table(out / LAB.name)
     assert sorted(table) == sorted(names)
     assert all(row["total"] == "100" and row["status"] == "graded" for row in table.values()), table

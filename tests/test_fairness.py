@@ -7,8 +7,6 @@ scored 21.5 (every later check "not run: budget used up"), a loop at import of `
 scored 2, and both were ``graded`` in the status column.
 """
 
-import csv
-import io
 import json
 import shutil
 import subprocess
@@ -17,7 +15,7 @@ import sys
 import pytest
 
 from autograder.lab import Lab
-from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, once_per_run, submission_with
+from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, grades_table, once_per_run, submission_with
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -77,7 +75,7 @@ def graded(tmp_path_factory):
         assert run.returncode == 0, run.stderr[-3000:]
 
     out = once_per_run(tmp_path_factory, "fairness", build) / "out" / LAB.name  # the lab's reports
-    return out, {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+    return out, grades_table(out)
 
 
 @pytest.mark.parametrize("student", sorted(MISTAKES))

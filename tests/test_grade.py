@@ -15,16 +15,12 @@ import pytest
 
 from autograder.batch import grade as batch
 from autograder.batch.grade import grade
-from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS, once_per_run
+from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table, once_per_run
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 DEMO = KIT / "examples" / "submitted"
 FULL_MARKS = {"ada", "ben", "chen"}
-
-
-def rows(out):
-    return {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +55,7 @@ TRANSFORMER_DEMO = {"ada": (100, set()), "ben": (100, set()),
 
 def test_the_second_lab_is_graded_from_its_folder_with_the_same_code(course):
     out, run = course
-    table = rows(out / "transformer")
+    table = grades_table(out / "transformer")
     assert list(csv.reader(io.StringIO((out / "transformer" / "grades.csv").read_text())))[0] == \
         ["student", "layernorm", "feedforward", "attention", "encoder", "decoder", "total", "max_total", "status", "notes"]
     for student, row in table.items():
@@ -72,7 +68,7 @@ def test_the_second_lab_is_graded_from_its_folder_with_the_same_code(course):
         assert {m["id"] for part in summary["parts"].values() for m in part["misconceptions"]} == mistakes, student
         if student not in TRANSFORMER_DEMO:
             assert (row["status"], summary["handed_in"], row["max_total"]) == ("not handed in", False, "100"), row
-    course_table = {row["student"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+    course_table = grades_table(out)
     assert float(course_table["ada"]["total"]) == 200 and float(course_table["hana"]["transformer"]) == 30
     # Not handed in is a missing value in the course's table, not a 0; the total is of what was handed in.
     assert (course_table["ivan"]["transformer"], course_table["ivan"]["not handed in"]) == ("", "transformer")
@@ -85,7 +81,7 @@ def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(de
     assert f"reports in {out}" in run.stdout
     for lab in LABS:  # each progress line names its lab
         assert f"{lab.name}: graded 1/" in run.stderr, run.stderr[-2000:]
-    table = rows(out)
+    table = grades_table(out)
     assert sorted(table) == sorted(p.name for p in DEMO.iterdir())
     assert list(csv.reader(io.StringIO((out / "grades.csv").read_text())))[0] == \
         ["student", *PARTS, "total", "max_total", "status", "notes"]
@@ -97,7 +93,7 @@ def test_the_demo_cohort_is_graded_and_the_summary_says_where_the_reports_are(de
 
 
 def test_each_mistake_costs_points_in_its_own_part(demo):
-    table = rows(demo[0])
+    table = grades_table(demo[0])
     for student, part in (("eli", "softmax"), ("fay", "masking"), ("gus", "dropout"), ("hana", "heads"),
                           ("ivan", "softmax"), ("lea", "heads")):
         assert float(table[student][part]) < {"softmax": 15, "masking": 20, "dropout": 10, "heads": 25}[part], student
@@ -105,7 +101,7 @@ def test_each_mistake_costs_points_in_its_own_part(demo):
 
 
 def test_bad_uploads_are_graded_on_what_they_have_and_reported_in_status(demo):
-    table = rows(demo[0])
+    table = grades_table(demo[0])
     assert table["ada"]["status"] == "graded" and table["ada"]["notes"] == ""
     notes = table["kai"]["notes"]  # what staging left out or noticed costs nothing by itself ...
     for fragment in ("not UTF-8", "outside the submission", "conftest.py", "not a valid notebook"):
@@ -219,7 +215,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     assert 1 <= len(finished) < 6
     resumed = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
     assert resumed["skipped"] == len(finished) and resumed["graded"] == 6 - len(finished)
-    assert all(row["total"] == "100" for row in rows(out).values())
+    assert all(row["total"] == "100" for row in grades_table(out).values())
 
 
 def test_broken_inputs_never_stop_the_batch(tmp_path):
@@ -236,7 +232,7 @@ def test_broken_inputs_never_stop_the_batch(tmp_path):
     (helper / "document_tensors.py").write_text("raise SystemExit\n")
     run = grade(LAB, cohort, tmp_path / "out", jobs=2, stream=io.StringIO())
     assert run["students"] == 4
-    table = rows(tmp_path / "out")
+    table = grades_table(tmp_path / "out")
     assert table["empty"]["total"] == "0" and table["empty"]["status"] == "not handed in"
     assert "scores.py: larger than" in table["huge"]["notes"] and table["huge"]["status"] == "missing: scores.py"
     assert table["huge"]["scores"] == "0"
@@ -292,7 +288,7 @@ def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
             mine, theirs = (json.loads(path.read_text()) for path in (
                 tmp_path / run / "students" / name / "results.json", tmp_path / "full" / "students" / student / "results.json"))
             assert mine["tests"] == theirs["tests"], (run, student)
-    assert 0 < float(rows(tmp_path / "full")["zed"]["softmax"]) < 15
+    assert 0 < float(grades_table(tmp_path / "full")["zed"]["softmax"]) < 15
 
 
 def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkeypatch):

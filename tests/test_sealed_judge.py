@@ -4,8 +4,6 @@ honest twin and a stub student (students are graded in name order: ``a_`` first)
 fails on the kit before the defence it names.
 """
 
-import csv
-import io
 import json
 import shutil
 import subprocess
@@ -18,7 +16,7 @@ from bs4 import BeautifulSoup
 
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.lab import Lab
-from conftest import KIT, LAB
+from conftest import KIT, LAB, grades_table
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -45,7 +43,7 @@ def run_grade(submissions: Path, out: Path, lab: Lab, *options: str) -> subproce
                           "--out", str(out), "--lab", lab.name, "--jobs", "1", "--force", *options],
                          cwd=KIT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    table = rows(out, lab)
+    table = grades_table(out / lab.name)
     assert table["b_honest"]["total"] == "100" and table["c_stubs"]["total"] == "0", table
     assert_no_grader_internals(out / lab.name / "students")
     return run
@@ -62,10 +60,6 @@ def assert_no_grader_internals(students: Path) -> None:
             assert not [leak for leak in GRADER_INTERNALS if leak in text], \
                 (path, [text[max(0, text.index(leak) - 200):text.index(leak) + 200] for leak in GRADER_INTERNALS
                         if leak in text])
-
-
-def rows(out: Path, lab: Lab) -> dict[str, dict]:
-    return {row["student"]: row for row in csv.DictReader(io.StringIO((out / lab.name / "grades.csv").read_text()))}
 
 
 def checks_of(out: Path, lab: Lab, student: str) -> dict[str, dict]:
@@ -224,7 +218,7 @@ def test_a_memory_kill_in_a_property_check_says_so_without_grader_internals(tmp_
     batched = checks_of(out, LAB, "a_hog")["test_context_vectors_batched"]
     assert batched["failure"]["kind"] == "memory", batched
     assert "GiB" in batched["message"], batched["message"]  # the ceiling named
-    assert rows(out, LAB)["a_hog"]["status"].startswith("out of memory"), rows(out, LAB)["a_hog"]
+    assert grades_table(out / LAB.name)["a_hog"]["status"].startswith("out of memory"), grades_table(out / LAB.name)["a_hog"]
     assert str(KIT) not in run.stdout + run.stderr  # and the student's files: run_grade
 
 
@@ -301,7 +295,7 @@ def test_a_lifted_ban_earns_no_more_than_the_library_used_plainly_and_is_flagged
                            "a_plain": {"layernorm": layernorm + PLAIN_LAYER_NORM}}, "layernorm", "a_plain")):
         out = tmp_path / lab.name
         run_grade(cohort(tmp_path / lab.name, lab, attackers), out, lab)
-        table, flags = rows(out, lab), flagged_cells(out, lab)
+        table, flags = grades_table(out / lab.name), flagged_cells(out, lab)
         assert float(table[plain][part]) < lab.part(part).weight, table[plain]  # the ban holds on plain use
         module = f"{part}.py"
         for attacker in attackers.keys() - {plain}:
@@ -319,7 +313,7 @@ def test_a_flag_costs_its_own_modules_banned_checks_whatever_the_order(tmp_path)
     out = tmp_path / "out"
     run_grade(cohort(tmp_path, LAB, {"a_heads_gc": {"heads": flagged["heads"]},
                                      "z_softmax_gc": {"softmax": flagged["softmax"]}}), out, LAB)
-    table, flags = rows(out, LAB), flagged_cells(out, LAB)
+    table, flags = grades_table(out / LAB.name), flagged_cells(out, LAB)
     assert table["a_heads_gc"]["total"] == "100", table["a_heads_gc"]  # heads has no ban; softmax's stays whole
     assert float(table["z_softmax_gc"]["softmax"]) <= 5.5, table["z_softmax_gc"]  # no more than torch.softmax
     assert "heads.py line" in flags["a_heads_gc"] and "softmax.py line" in flags["z_softmax_gc"], flags
@@ -349,7 +343,7 @@ def test_what_hidden_checks_caused_is_not_in_the_feedback_shown_before_publicati
     out = tmp_path / "out"
     masking = (LAB.reference / "masking.py").read_text() + PROBE
     run_grade(cohort(tmp_path, LAB, {"a_probe": {"masking": masking}}), out, LAB)
-    assert "timed out: masking.CausalAttention.forward" in rows(out, LAB)["a_probe"]["status"]  # the probe ran
+    assert "timed out: masking.CausalAttention.forward" in grades_table(out / LAB.name)["a_probe"]["status"]  # the probe ran
     shown = json.loads((out / LAB.name / "students" / "a_probe" / "results.json").read_text())["output"]
     assert "timed out" not in shown and "your code printed" not in shown, shown
 
