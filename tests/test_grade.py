@@ -172,15 +172,15 @@ def test_a_second_run_grades_nothing_and_a_changed_file_is_graded_again(tmp_path
     for student in ("amy", "bo"):
         shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     out = tmp_path / "out"
-    first = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
+    first = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())  # what is graded, not how: one lane
     assert first["graded"] == 2
-    again = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
+    again = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
     assert (again["graded"], again["skipped"]) == (0, 2)
     softmax = cohort / "bo" / "attention" / "softmax.py"
     softmax.write_text(softmax.read_text() + "# one more line\n")
-    changed = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
+    changed = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
     assert (changed["graded"], changed["skipped"]) == (1, 1)
-    forced = grade(LAB, cohort, out, jobs=2, force=True, stream=io.StringIO())
+    forced = grade(LAB, cohort, out, jobs=1, force=True, stream=io.StringIO())
     assert forced["graded"] == 2
 
 
@@ -230,7 +230,7 @@ def test_broken_inputs_never_stop_the_batch(tmp_path):
     shutil.copytree(SOLUTIONS, helper, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     (helper / "conftest.py").write_text("import pytest\n")
     (helper / "document_tensors.py").write_text("raise SystemExit\n")
-    run = grade(LAB, cohort, tmp_path / "out", jobs=2, stream=io.StringIO())
+    run = grade(LAB, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())  # one lane meets every input
     assert run["students"] == 4
     table = grades_table(tmp_path / "out")
     assert table["empty"]["total"] == "0" and table["empty"]["status"] == "not handed in"
