@@ -70,14 +70,20 @@ def lab(request) -> Lab:
     return request.param
 
 
+def graded_once(tmp_path_factory, name: str, submission: Path, lab: Lab) -> dict:
+    """Every check run on ``submission`` (the results JSON), once per test run across workers."""
+    folder = once_per_run(tmp_path_factory, name, lambda shared: grade(submission, shared / "results.json", lab=lab))
+    return json.loads((folder / "results.json").read_text())
+
+
 @pytest.fixture(scope="session")
 def solution_results(lab, tmp_path_factory):
-    return grade(lab.reference, tmp_path_factory.mktemp("solutions") / "results.json", lab=lab)
+    return graded_once(tmp_path_factory, f"solution-results-{lab.name}", lab.reference, lab)
 
 
 @pytest.fixture(scope="session")
 def stub_results(lab, tmp_path_factory):
-    return grade(lab.release, tmp_path_factory.mktemp("stubs") / "results.json", lab=lab)
+    return graded_once(tmp_path_factory, f"stub-results-{lab.name}", lab.release, lab)
 
 
 def grades_table(folder: Path) -> dict[str, dict]:

@@ -140,33 +140,24 @@ class OutputTail:
 
 
 class WorkerProcess:
-    """One worker process, the socket to it and the pipe its output comes through; confined
-    (forked into a sandbox by the zygote) or not (the reference solution)."""
+    """One worker process, forked by the zygote, the socket to it and the pipe its output comes
+    through; confined (in a sandbox) or not (the reference solution)."""
 
     def __init__(self, root: Path, confined: bool):
         self.folder = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
-        self.proc, self.pidfd, self.uid, self.sock, self.output = None, None, None, None, None
-        self.zygote, self.pid = None, 0
+        self.pidfd, self.uid, self.sock, self.output = None, None, None, None
         self.cgroup: cgroup.WorkerCgroup | None = None
         self.missing: list[str] = []  # what the judge could not set up for its sandbox
         self.report: dict | None = None  # what its sandbox enforced, from its first words
         self.printed = OutputTail()
-        if not confined:
-            judge_end, worker_end = socket.socketpair()
-            self.output, output_end = os.pipe()
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "autograder.harness.worker", str(root), str(worker_end.fileno())],
-                cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=output_end, stderr=output_end,
-                pass_fds=(worker_end.fileno(),))
-            self.sock = judge_end
-            worker_end.close()
-            os.close(output_end)
+        self.zygote = zygote = Zygote.shared()
+        if not confined:  # trusted code: forked by the zygote too (no torch import), without a sandbox
+            request = {"root": str(root), "trusted": True}
         else:
             scratch, view = self.folder / "scratch", self.folder / "view"
             scratch.mkdir()
             view.mkdir()
             self.folder.chmod(0o711)  # without a view of its own, a worker under its own user id must reach scratch/
-            self.zygote = zygote = Zygote.shared()
             self.uid = zygote.uids.take() if zygote.uids is not None else None
             try:
                 if self.uid is None:
@@ -174,19 +165,19 @@ class WorkerProcess:
                 self.cgroup = cgroup.WorkerCgroup(self.uid, DEFAULTS.worker_total_memory_bytes)
             except OSError as exc:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
-            try:
-                self.sock, self.output, self.pid = zygote.fork(
-                    {"root": str(root), "scratch": str(scratch), "view": str(view), "uid": self.uid,
-                     "cgroup": self.cgroup and self.cgroup.procs})
-            except OSError:
-                self.close()
-                raise
-            self.pidfd = os.pidfd_open(self.pid)
-            if parent_of(self.pid) != zygote.proc.pid:  # the pid was not reused before we held it
-                os.close(self.pidfd)
-                self.pidfd = None
-                self.close()
-                raise OSError("the worker ended before it started")
+            request = {"root": str(root), "scratch": str(scratch), "view": str(view), "uid": self.uid,
+                       "cgroup": self.cgroup and self.cgroup.procs}
+        try:
+            self.sock, self.output, self.pid = zygote.fork(request)
+        except OSError:
+            self.close()
+            raise
+        self.pidfd = os.pidfd_open(self.pid)
+        if parent_of(self.pid) != zygote.proc.pid:  # the pid was not reused before we held it
+            os.close(self.pidfd)
+            self.pidfd = None
+            self.close()
+            raise OSError("the worker ended before it started")
         self.sock.setblocking(False)
         os.set_blocking(self.output, False)
 
@@ -244,12 +235,6 @@ class WorkerProcess:
         kernel stopped it at its memory ceiling, kind ``memory``; empty when it is still running."""
         if self.cgroup is not None and self.cgroup.oom_killed():
             return {"kind": FailureKind.MEMORY}
-        if self.proc is not None:
-            try:
-                code = self.proc.wait(1.0)
-            except subprocess.TimeoutExpired:
-                return {}
-            return {"signal": signal.Signals(-code).name} if code < 0 else {"exit_code": code}
         if self.pidfd is None or not select.select([self.pidfd], [], [], 1.0)[0]:
             return {}
         status = self.zygote.status_of(self.pid)
@@ -280,9 +265,6 @@ class WorkerProcess:
             sandbox.sweep(range(self.uid, self.uid + 1))
         if self.cgroup is not None:  # empty now: its processes are gone
             self.cgroup.remove()
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
         try:
             shutil.rmtree(self.folder, ignore_errors=True)
         except RecursionError:  # a hostile tree deeper than Python recurses (without a view of its own)

@@ -303,6 +303,7 @@ class RemoteCode:
         started = time.monotonic()
         try:
             worker = self._shared.worker or self._start()
+            started = time.monotonic()  # a worker's start (the zygote's, the sandbox's) is the grader's cost
             # A repeat is not asked to stop at its shorter limit: it is stopped by the worker's end.
             answer = worker.exchange(frame, min(timeout + (0 if repeat else DEFAULTS.stop_grace), left))
             self._shared.check_bytes += len(answer)

@@ -1,7 +1,8 @@
 """The worker: the only process that imports and runs a submission's modules.
 
-Started for :class:`autograder.harness.remote.RemoteCode` by :class:`autograder.harness.processes.WorkerProcess`, either as ``python -m autograder.harness.worker <dir>
-<socket fd>`` or forked, already confined, by :mod:`autograder.harness.zygote`. It reads requests and
+Forked by :mod:`autograder.harness.zygote` (with torch already imported) for
+:class:`autograder.harness.remote.RemoteCode`: confined in a sandbox for student code, unconfined for
+the trusted reference solution. It reads requests and
 writes answers on one socket in the format of :mod:`autograder.harness.codec`; a student's ``print``
 goes to a log, never into the answer channel. Every request starts from the same RNG state, so a result does
 not depend on which calls came before it.
@@ -452,7 +453,3 @@ def bad_value(request: dict, message: str) -> bytes:
     return encode({"error": {"kind": "bad_value", "type": "", "message": message,
                              "where": str(request.get("target", "")), "trace": "", "file": "", "line": 0, "phase": ""}})
 
-
-if __name__ == "__main__":
-    # python -m autograder.harness.worker <root> <socket fd>: an unconfined worker (the reference, or no zygote)
-    run(sys.argv[1], socket.socket(fileno=int(sys.argv[2])))

@@ -212,7 +212,8 @@ _references: dict[Path, RemoteCode] = {}
 
 @pytest.fixture(scope="session")
 def reference(request):
-    """The reference solution, run unconfined in a worker of its own (hidden checks only).
+    """The reference solution, run unconfined in a worker of its own, forked by the zygote too (hidden
+    checks only).
 
     Trusted and deterministic, so one worker serves every session of this process: a grading
     lane pays its start-up once, not once per submission.
