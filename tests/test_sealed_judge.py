@@ -109,8 +109,8 @@ def test_calls_are_charged_to_what_the_judge_called_not_to_claimed_names(tmp_pat
 
 
 def test_a_submission_cannot_spend_more_than_its_total(tmp_path):
-    """The judge's clock bounds the whole submission, whatever the modules' budgets allow (and only
-    the calls count: a worker's start is the grader's): 1 s, 1 s, the half second left, nothing."""
+    """The judge's clock bounds the whole submission, whatever the modules' budgets allow: the calls
+    (and the forks of their workers; the zygote's own start is the grader's) until 2.5 s, then nothing."""
     for name in ("one", "two", "three", "four"):
         (tmp_path / f"{name}.py").write_text("def spin():\n    while True:\n        pass\n")
     code = RemoteCode(tmp_path, timeout=1.0, budget=10.0, total_budget=2.5)

@@ -65,6 +65,7 @@ class Zygote:
         self.control = control
         self.requests = itertools.count(1)
         self.uids = sandbox.UidPool() if os.getuid() == 0 else None
+        self.ready = False  # it has answered once (wait_ready)
 
     @classmethod
     def shared(cls) -> Zygote:
@@ -97,6 +98,12 @@ class Zygote:
             self.replace()
             raise OSError(f"could not start a worker: {exc}") from None
         return sock, fds[1], pid
+
+    def wait_ready(self) -> None:
+        """Return once the zygote serves (it answers nothing before torch is imported and warmed up)."""
+        if not self.ready:
+            self.status_of(0)
+            self.ready = True
 
     def status_of(self, pid: int) -> int | None:
         """How the zygote's child ``pid`` ended (a wait status), once it has; None if unknown."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from autograder.harness.codec import CONTINUE_STREAM, CodecError, HandleRef, decode_frame, encode
 from autograder.harness.recording import Call, Outcome, Recording, answer_value
-from autograder.harness.processes import WorkerProcess
+from autograder.harness.processes import WorkerProcess, Zygote
 from autograder.limits import DEFAULTS
 from autograder.results import Failure, FailureKind
 from autograder.text import printable
@@ -300,10 +300,11 @@ class RemoteCode:
             raise StudentError(FailureKind.TIMEOUT, f"{where} not run: {used_up}", where=where)
         repeat = where in self._shared.timed_out
         timeout = min(self.timeout, DEFAULTS.repeat_timeout) if repeat else self.timeout
-        started = time.monotonic()
+        if self._shared.worker is None:
+            Zygote.shared().wait_ready()  # its own start (torch, the warm-up) is the grader's cost
+        started = time.monotonic()  # a worker's fork and sandbox are charged: restarts after crashes are bounded
         try:
             worker = self._shared.worker or self._start()
-            started = time.monotonic()  # a worker's start (the zygote's, the sandbox's) is the grader's cost
             # A repeat is not asked to stop at its shorter limit: it is stopped by the worker's end.
             answer = worker.exchange(frame, min(timeout + (0 if repeat else DEFAULTS.stop_grace), left))
             self._shared.check_bytes += len(answer)
