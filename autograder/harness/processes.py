@@ -103,7 +103,7 @@ class Zygote:
         """Return once the zygote serves (it answers nothing before torch is imported and warmed up)."""
         if not self.ready:
             self.status_of(0)
-            self.ready = True
+            self.ready = Zygote._shared is self  # no answer replaced it: its successor is not ready yet
 
     def status_of(self, pid: int) -> int | None:
         """How the zygote's child ``pid`` ended (a wait status), once it has; None if unknown."""
@@ -179,7 +179,11 @@ class WorkerProcess:
         except OSError:
             self.close()
             raise
-        self.pidfd = os.pidfd_open(self.pid)
+        try:
+            self.pidfd = os.pidfd_open(self.pid)
+        except OSError:  # it ended already
+            self.close()
+            raise
         if parent_of(self.pid) != zygote.proc.pid:  # the pid was not reused before we held it
             os.close(self.pidfd)
             self.pidfd = None

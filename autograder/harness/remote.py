@@ -81,6 +81,7 @@ class Shared:
     reaches: tuple = ()  # where the source reaches into internals (judge.internals)
     loads: dict = field(default_factory=dict)  # module: the submission's modules it loads
     loaded: set = field(default_factory=set)  # modules the current worker has loaded
+    started: bool = False  # a worker was started (the first start waits for the zygote, uncharged)
 
 
 class RemoteCode:
@@ -300,8 +301,9 @@ class RemoteCode:
             raise StudentError(FailureKind.TIMEOUT, f"{where} not run: {used_up}", where=where)
         repeat = where in self._shared.timed_out
         timeout = min(self.timeout, DEFAULTS.repeat_timeout) if repeat else self.timeout
-        if self._shared.worker is None:
-            Zygote.shared().wait_ready()  # its own start (torch, the warm-up) is the grader's cost
+        if not self._shared.started:  # the zygote's own start (torch, the warm-up) is the grader's cost;
+            Zygote.shared().wait_ready()  # a later one (code that killed it) is charged like any restart
+            self._shared.started = True
         started = time.monotonic()  # a worker's fork and sandbox are charged: restarts after crashes are bounded
         try:
             worker = self._shared.worker or self._start()
