@@ -21,6 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from autograder.files import write_atomically
+from autograder.lab import Lab
 
 
 class FailureKind(StrEnum):
@@ -247,15 +248,15 @@ class RunResults:
     def replayed(self) -> int:
         return sum(c.replayed for c in self.checks)
 
-    def parts(self, part_ids: list[str]) -> dict[str, PartResult]:
-        """The parts whose checks ran, in the lab's order."""
-        parts = {part: PartResult(part, 0.0, [c for c in self.checks if c.part == part]) for part in part_ids}
-        return {part: result for part, result in parts.items() if result.checks}
+    def parts(self, lab: Lab) -> dict[str, PartResult]:
+        """Every part of ``lab`` with its checks of this run, in the lab's order (one never run: none)."""
+        return {part.id: PartResult(part.id, part.weight, [c for c in self.checks if c.part == part.id])
+                for part in lab.parts}
 
 
-def write_run(path: Path, run: RunResults, part_ids: list[str]) -> None:
+def write_run(path: Path, run: RunResults, lab: Lab) -> None:
     """The judge's results file: the run's checks, with their full messages and diagnoses."""
-    parts = run.parts(part_ids)
+    parts = {part: result for part, result in run.parts(lab).items() if result.checks}
     payload = {"lab": run.lab,
                "parts": {p.id: {"points": p.points, "max_points": p.max_points, "passed": p.passed,
                                 "checks": len(p.checks)} for p in parts.values()},

@@ -73,7 +73,7 @@ def test_a_record_reads_back_as_it_was_written_and_never_holds_a_hidden_message(
 def test_a_run_reads_back_with_every_field(tmp_path):
     run = RunResults(LAB.name, checks(), {"enforced": ["a view"], "missing": []}, ["a note"],
                      [{"file": "scores.py", "line": 3, "what": "imports torch._C"}])
-    write_run(tmp_path / "run.json", run, LAB.part_ids)
+    write_run(tmp_path / "run.json", run, LAB)
     again = read_run(tmp_path / "run.json")
     assert again == run and again.replayed == 1
     assert json.loads((tmp_path / "run.json").read_text())["total"] == 2.5

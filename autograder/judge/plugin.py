@@ -415,7 +415,7 @@ class Scoreboard:
             return
         lab = self.config.stash[LAB]
         checks = list(self.results.values())
-        parts = RunResults(lab.name, checks).parts(lab.part_ids)
+        parts = {part: result for part, result in RunResults(lab.name, checks).parts(lab).items() if result.checks}
         write = terminalreporter.write_line
         hidden = any(check.hidden for check in checks)
         terminalreporter.section(f"{lab.name} lab: points of the public and hidden checks" if hidden else
@@ -449,4 +449,4 @@ class Scoreboard:
             run = RunResults(lab.name, list(self.results.values()), self.config.stash.get(SANDBOX, None),
                              self.config.stash.get(NOTES, []),
                              [dataclasses.asdict(r) for r in self.config.stash.get(REACHES, [])])
-            write_run(Path(out), run, lab.part_ids)
+            write_run(Path(out), run, lab)

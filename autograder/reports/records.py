@@ -11,7 +11,7 @@ import csv
 import io
 
 from autograder.lab import Lab
-from autograder.results import NOT_HANDED_IN, CheckResult, Failure, FailureKind, PartResult, RunResults, SubmissionResult
+from autograder.results import NOT_HANDED_IN, CheckResult, Failure, FailureKind, RunResults, SubmissionResult
 from autograder.text import csv_cell, one_line
 
 # Failure kinds that cost points beyond a wrong answer, as the status column names them.
@@ -70,16 +70,14 @@ def student_record(lab: Lab, student: str, run: RunResults | None, problems: lis
     """Everything the reports need about one student, from the run of their checks. A student who
     handed in nothing (``handed_in=False``), or whose checks never ran, gets 0 of the lab's real
     maximum."""
-    checks = run.checks if run else []
-    reaches = run.reaches if run else []
-    parts = {part: PartResult(part, lab.part(part).weight, [c for c in checks if c.part == part])
-             for part in lab.part_ids}  # the teaching order
+    run = run or RunResults(lab.name, [])
+    checks, reaches = run.checks, run.reaches
     return SubmissionResult(
-        lab.name, student, parts, handed_in, status_of(checks, reaches, problems, error, handed_in),
+        lab.name, student, run.parts(lab), handed_in, status_of(checks, reaches, problems, error, handed_in),
         # What a student may read before hidden results are published: a hidden check's time-out or
         # crash names its call, which code could make depend on the hidden inputs.
         status_of([c for c in checks if not c.hidden], reaches, problems, error, handed_in),
-        [*notes, *(run.notes if run else [])], reaches, seconds)
+        [*notes, *run.notes], reaches, seconds)
 
 
 def hidden_line(check: CheckResult) -> str:
