@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     new_lab.add_argument("--parts", required=True, help="its parts in teaching order, comma-separated")
     new_lab.add_argument("--title", help="the lab's title (default: a TODO)")
     options = parser.parse_args(argv)
+    if options.command in ("check", "classroom-run"):  # the judge runs in this process
+        from autograder.harness.zygote_client import Zygote
+
+        Zygote.shared()  # started first: its torch import runs while this process imports its own and the checks
     if options.command == "new-lab":
         from autograder.authoring.scaffold import new_lab as scaffold
 
@@ -128,10 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         from autograder.batch.bench import run as run_bench
 
         return run_bench(options, labs, parser.error)
-    import pytest
-
-    from autograder.judge.plugin import checks_command_line
-
     try:
         submission = options.submission or find_lab(options.lab).release
     except LabError as exc:  # several labs and none named: say which exist
@@ -145,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if options.part and options.part not in lab.part_ids:
         parser.error(f"no part {options.part!r} in the {lab.name} lab: its parts are {', '.join(lab.part_ids)}")
+    import pytest
+
+    from autograder.judge.plugin import checks_command_line
+
     args = checks_command_line(checks, submission.resolve(), options.part, options.results_json,
                                options.reference)
     # The points table and each unfinished part's first failure (the plugin prints them) are

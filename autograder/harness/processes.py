@@ -1,134 +1,24 @@
-"""The worker processes the judge starts and talks to: the zygote that forks confined workers
-(:class:`Zygote`, the judge's handle on :mod:`autograder.harness.zygote`), one worker process with its
-socket and output (:class:`WorkerProcess`), and the checks that an answer came from the process it
-claims to. What the calls into a worker mean is :mod:`autograder.harness.remote`'s.
+"""The worker processes the judge talks to: one worker process, forked by the zygote
+(:mod:`autograder.harness.zygote_client`), with its socket and output (:class:`WorkerProcess`).
+What the calls into a worker mean is :mod:`autograder.harness.remote`'s.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import select
 import shutil
 import signal
-import socket
-import struct
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from autograder.harness import cgroup, sandbox
 from autograder.harness.codec import decode_frame, encode, read_frame_bytes
-from autograder.course import KIT_ROOT
+from autograder.harness.zygote_client import Zygote, parent_of
 from autograder.limits import DEFAULTS
 from autograder.results import FailureKind
-
-
-def peer_pid(sock: socket.socket) -> int:
-    """The pid of the process that made the other end of ``sock`` (``SO_PEERCRED``)."""
-    pid, _, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    return pid
-
-
-def parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("PPid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-class Zygote:
-    """The judge's handle on :mod:`autograder.harness.zygote`: confined workers, forked in milliseconds.
-
-    Only the zygote holds the other end of the control socket (every worker closes it before
-    student code runs), and an answer is still checked before it is believed: the request id
-    it echoes, that the socket was made by the zygote (``SO_PEERCRED``) and that the pid is a
-    child of the zygote. An answer that fails a check fails the worker it was for, and the
-    zygote is replaced.
-    """
-
-    _shared: Zygote | None = None
-
-    def __init__(self):
-        control, child_end = socket.socketpair()
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.harness.zygote", str(child_end.fileno())],
-                                     cwd=KIT_ROOT, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL,
-                                     env=dict(sandbox.ENVIRONMENT))  # the judge's environment stays with the judge
-        child_end.close()
-        self.control = control
-        self.requests = itertools.count(1)
-        self.uids = sandbox.UidPool() if os.getuid() == 0 else None
-        self.ready = False  # it has answered once (wait_ready)
-
-    @classmethod
-    def shared(cls) -> Zygote:
-        if cls._shared is None or cls._shared.proc.poll() is not None:
-            cls._shared = cls()
-        return cls._shared
-
-    def fork(self, request: dict) -> tuple[socket.socket, int, int]:
-        """A new confined worker: the judge's socket to it, the pipe it prints into and its pid."""
-        request = {**request, "id": next(self.requests)}
-        fds: list[int] = []
-        try:
-            self._send(request)
-            message, fds, _, _ = socket.recv_fds(self.control, 4096, 4)
-            answer = json.loads(message) if message.endswith(b"\n") else {}
-            if answer.get("id") != request["id"] or "error" in answer:
-                raise OSError(f"the zygote did not start the worker: {answer.get('error', 'no answer')}")
-            pid = answer.get("pid")
-            if len(fds) != 2 or not isinstance(pid, int) or pid <= 1 or parent_of(pid) != self.proc.pid:
-                raise OSError("the zygote's answer did not check out")
-            sock = socket.socket(fileno=fds[0])
-            fds[0] = -1  # the socket owns it now
-            if sock.family != socket.AF_UNIX or peer_pid(sock) != self.proc.pid:
-                sock.close()
-                raise OSError("the worker's socket was not made by the zygote")
-        except (OSError, ValueError) as exc:
-            for fd in fds:
-                if fd >= 0:
-                    os.close(fd)
-            self.replace()
-            raise OSError(f"could not start a worker: {exc}") from None
-        return sock, fds[1], pid
-
-    def wait_ready(self) -> None:
-        """Return once the zygote serves (it answers nothing before torch is imported and warmed up)."""
-        if not self.ready:
-            self.status_of(0)
-            self.ready = Zygote._shared is self  # no answer replaced it: its successor is not ready yet
-
-    def status_of(self, pid: int) -> int | None:
-        """How the zygote's child ``pid`` ended (a wait status), once it has; None if unknown."""
-        request = {"id": next(self.requests), "status_of": pid}
-        try:
-            self._send(request)
-            answer = json.loads(self.control.recv(4096))
-        except (OSError, ValueError):
-            self.replace()
-            return None
-        status = answer.get("status") if answer.get("id") == request["id"] else None
-        return status if isinstance(status, int) else None
-
-    def _send(self, request: dict) -> None:
-        """One request, a JSON line; its answer is due within the start time-out."""
-        self.control.settimeout(DEFAULTS.start_timeout)
-        self.control.sendall(json.dumps(request).encode() + b"\n")
-
-    def replace(self) -> None:
-        """Stop this zygote; the next fork starts a new one."""
-        self.proc.kill()
-        self.proc.wait()
-        self.control.close()
-        if Zygote._shared is self:
-            Zygote._shared = None
 
 
 class OutputTail:

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from autograder.harness.codec import CONTINUE_STREAM, CodecError, HandleRef, decode_frame, encode
 from autograder.harness.recording import Call, Outcome, Recording, answer_value
-from autograder.harness.processes import WorkerProcess, Zygote
+from autograder.harness.processes import WorkerProcess
+from autograder.harness.zygote_client import Zygote
 from autograder.limits import DEFAULTS
 from autograder.results import Failure, FailureKind
 from autograder.text import printable

@@ -89,6 +89,12 @@ class ForbiddenOperators(TorchDispatchMode):
         super().__init__()
         self.names = names
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # PyTorch wraps a mode's __torch_dispatch__ to keep torch.compile out of it, and that wrapper
+        # imports torch._dynamo (about 800 modules, 1 s) on its first call. Nothing is compiled here.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func.overloadpacket)
         if name in self.names:

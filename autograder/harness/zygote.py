@@ -4,7 +4,7 @@ Importing torch costs more than grading a submission; a worker forked from here 
 never. The zygote holds nothing of the judge's (no checks, no expected tensors, no
 reference, no environment: the judge starts it with :data:`autograder.harness.sandbox.ENVIRONMENT`):
 a forked worker inherits only torch and the worker code. It is started by
-:class:`autograder.harness.processes.Zygote` as ``python -m autograder.harness.zygote <socket fd>``; each request
+:class:`autograder.harness.zygote_client.Zygote` as ``python -m autograder.harness.zygote <socket fd>``; each request
 is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
 ``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
 the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.harness.sandbox.spawn`),
@@ -35,9 +35,7 @@ def warm_up() -> None:
     weights = torch.sigmoid(layer(x) @ x.transpose(-2, -1))
     out = torch.where(weights > 0.3, weights * torch.bernoulli(torch.full_like(weights, 0.5)), torch.zeros_like(weights))
     out.backward(torch.ones_like(out))
-    # Entering a dispatch mode imports torch._dynamo and some 800 modules more: once here, not in
-    # every worker that bans an operator, and before confinement, which may hide the files (a venv
-    # reached through a symlink, as in a student's repository).
+    # The operator ban's first use, here rather than in every worker that bans an operator.
     with worker.ForbiddenOperators(frozenset()):
         torch.ones(2).amax(0)
 
