@@ -15,12 +15,15 @@ import sys
 import pytest
 
 from autograder.lab import Lab
+from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, grades_table, once_per_run, submission_with
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 FULL = {"scores": 10, "softmax": 15, "projections": 20, "masking": 20, "dropout": 10, "heads": 25}
-LOOP = "    while True:\n        pass\n"
+# Hangs that sleep: each costs its calls' time-outs as a busy loop would (test_check and test_sandbox show
+# busy loops interrupted, and loop_at_import spins), without a CPU spinning through every time-out.
+LOOP = "    import time\n    while True:\n        time.sleep(1)\n"
 
 # student: (module, text appended to the reference module, the part it may cost, status)
 MISTAKES = {
@@ -34,7 +37,7 @@ MISTAKES = {
                      "dropout", "timed out: dropout.dropout"),
     "loop_heads": ("heads", "\ndef split_heads(x, num_heads):\n" + LOOP, "heads", "timed out: heads.split_heads"),
     "hang_above_0_4": ("dropout", "\n_dropout = dropout\n\n\ndef dropout(x, p, keep_mask=None, generator=None, "
-                       "training=True):\n    if training and 0.4 < p < 1:\n        while True:\n            pass\n"
+                       "training=True):\n    if training and 0.4 < p < 1:\n        import time\n        while True:\n            time.sleep(1)\n"
                        "    return _dropout(x, p, keep_mask, generator, training)\n", "dropout",
                        "timed out: dropout.dropout"),
     "loop_at_import": ("dropout", "\nwhile True:\n    pass\n", "dropout", "timed out: loading dropout.py"),
@@ -47,7 +50,9 @@ MISTAKES = {
                   "        try:\n            if stat.S_ISSOCK(os.fstat(fd).st_mode):\n"
                   "                os.write(fd, b'not a frame' * 8)\n        except OSError:\n            pass\n"
                   "    return _matrix(inputs)\n", "scores", "broke the protocol: scores.attention_scores"),
-    "printer": ("scores", "\nimport sys\nsys.stdout.write('attention! ' * 5_000_000)\n", None, "graded"),
+    # Just over what the notes say nothing about: much more only costs the calls' time-out, not what is tested.
+    "printer": ("scores", f"\nimport sys\nsys.stdout.write('attention! ' * {DEFAULTS.printed_note_bytes // 11 + 10_000})\n",
+                None, "graded"),
 }
 
 # student: (module, text appended): a mistake in masking.py that heads' wrapper (it builds
