@@ -44,7 +44,6 @@ from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
 from autograder.reports.feedback import feedback_html, feedback_markdown
 from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
-from autograder.reports.similarity import similarity
 from autograder.results import SubmissionResult, read_record, read_run, write_record
 from autograder.text import one_line
 
@@ -223,9 +222,11 @@ class Progress:
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
-          limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True) -> dict:
+          limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True) -> dict:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
-    summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.judge.replay`)."""
+    summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.judge.replay`);
+    ``class_files=False`` writes the students' folders only: no grades.csv, report.html or similarity
+    (a Gradescope upload, a cohort of one whose class report nobody reads)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     cohort = discover(lab, submissions)
@@ -297,19 +298,23 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         thread.start()
     for thread in threads:
         thread.join()
-    similar = similarity(lab, staged_folders)
-    shutil.rmtree(staging, ignore_errors=True)
-
     records = [read_record(student_folder(out, s.student)) for s in cohort]
     for submission, record in zip(cohort, records):
         if record is None:
             ungraded.setdefault(submission.student, "no report")
     records = [r for r in records if r is not None]
-    # A name that is not UTF-8 links to its folder's very bytes.
-    links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
-             for r in records}
-    write_atomically(out / "grades.csv", grades_csv(lab, records))
-    write_atomically(out / "report.html", class_report(lab, records, links, similar))
+    try:
+        if class_files:
+            # Imported only here: copydetect imports matplotlib.pyplot (0.4 s), which an upload never needs.
+            from autograder.reports.similarity import similarity
+
+            # A name that is not UTF-8 links to its folder's very bytes.
+            links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"),
+                                      errors="surrogateescape") for r in records}
+            write_atomically(out / "grades.csv", grades_csv(lab, records))
+            write_atomically(out / "report.html", class_report(lab, records, links, similarity(lab, staged_folders)))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return {"lab": lab.name, "graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
             "ungraded": [f"{student}: {why}" for student, why in ungraded.items()],
             "seconds": time.monotonic() - started, "warnings": sorted(warnings),

@@ -30,7 +30,7 @@ def run(root: Path, jobs: int = 1) -> dict:
         with tempfile.TemporaryDirectory(prefix="autograder-gradescope-") as tmp:
             cohort = Path(tmp) / "cohort"
             notes = collect(lab, root / "submission", cohort / "submission" / lab.name)
-            grade(lab, cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO())
+            grade(lab, cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO(), class_files=False)
             results = json.loads((student_folder(Path(tmp) / "out", "submission") / "results.json").read_text())
         if notes:
             results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]

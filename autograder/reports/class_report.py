@@ -17,7 +17,6 @@ from autograder.lab import Lab
 from autograder.reports.feedback import TEMPLATES, state
 from autograder.reports.histogram import histogram_svg
 from autograder.reports.records import problem, upload_problems
-from autograder.reports.similarity import THRESHOLD
 from autograder.results import TROUBLE, FailureKind, SubmissionResult
 from autograder.text import one_line
 
@@ -117,4 +116,4 @@ def class_report(lab: Lab, records: list[SubmissionResult], links: dict[str, str
             "mistakes": sorted(mistakes.values(), key=lambda m: -len(m["students"])),
             "checks": checks, "suspect": [c for c in checks if c["suspect"]],
             "hardest": sorted(checks, key=lambda c: c["rate"])[:10], "similar": similar}
-    return TEMPLATES.get_template("class_report.html").render(view=view, threshold=THRESHOLD)
+    return TEMPLATES.get_template("class_report.html").render(view=view)

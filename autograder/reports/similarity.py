@@ -184,7 +184,7 @@ def read_module(path: Path) -> str:
 
 
 def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) -> dict:
-    """``{"pairs": [...], "groups": [...], "modules": [...]}``. A pair: ``{"module", "first", "second",
+    """``{"pairs": [...], "groups": [...], "modules": [...], "threshold"}``. A pair: ``{"module", "first", "second",
     "keys", "similarity", "above"}`` (``keys``: the two students' folder names, :data:`REFERENCE` for the
     reference solution; ``above``: how far above the module's baseline, as a share of the way to
     everything), the pairs that stand out only, most above first. A group: ``{"module", "members",
@@ -238,4 +238,5 @@ def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) 
     for pair in pairs:
         for internal in ("texts", "own", "slices"):
             del pair[internal]
-    return {"pairs": sorted(pairs, key=lambda p: -p["above"]), "groups": groups, "modules": modules}
+    return {"pairs": sorted(pairs, key=lambda p: -p["above"]), "groups": groups, "modules": modules,
+            "threshold": threshold}
