@@ -85,10 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     new_lab.add_argument("--parts", required=True, help="its parts in teaching order, comma-separated")
     new_lab.add_argument("--title", help="the lab's title (default: a TODO)")
     options = parser.parse_args(argv)
-    if options.command in ("check", "classroom-run"):  # the judge runs in this process
-        from autograder.harness.zygote_client import Zygote
-
-        Zygote.shared()  # started first: its torch import runs while this process imports its own and the checks
     if options.command == "new-lab":
         from autograder.authoring.scaffold import new_lab as scaffold
 
@@ -117,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"written: {student_bundle(lab) if options.command == 'student-bundle' else gradescope_zip(lab)}")
         return 0
     if options.command == "classroom-run":
+        start_zygote()
         from autograder.platforms.classroom import default_output, run
 
         return run(options.submission.resolve(), options.output or default_output())
@@ -145,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if options.part and options.part not in lab.part_ids:
         parser.error(f"no part {options.part!r} in the {lab.name} lab: its parts are {', '.join(lab.part_ids)}")
+    start_zygote()
     import pytest
 
     from autograder.judge.plugin import checks_command_line
@@ -157,6 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     if options.no_sandbox:
         args.append("--no-sandbox")
     return int(pytest.main(args))
+
+
+def start_zygote() -> None:
+    """For a judge in this process, once its arguments hold: the zygote's torch import then runs
+    while this process imports its own, pytest and the checks."""
+    from autograder.harness.zygote_client import Zygote
+
+    Zygote.shared()
 
 
 def grade_command(parser, options, labs: list[Lab]) -> int:

@@ -998,3 +998,22 @@ def test_the_allowed_builtins_reach_nothing():
     assert not internals.ALLOWED_BUILTINS & {"exec", "eval", "compile", "open", "vars", "globals", "locals",
                                               "getattr", "setattr", "delattr", "hasattr", "breakpoint", "input",
                                               "memoryview", "help", "id", "dir", "__import__"}
+
+
+def test_the_operator_ban_keeps_no_compiler_wrapper_because_the_scan_refuses_the_compiler():
+    """PyTorch wraps a dispatch mode's ``__torch_dispatch__`` to keep torch.compile out of it, and the
+    wrapper imports torch._dynamo (a second, in every zygote) on its first use. The worker's operator ban
+    opts out (``_should_skip_dynamo``): safe because no submission may reach the compiler at all."""
+    from autograder.harness.worker import ForbiddenOperators
+
+    dispatch = ForbiddenOperators.__dict__["__torch_dispatch__"]
+    assert not hasattr(dispatch, "__wrapped__"), "PyTorch's dynamo wrapper is back: see _should_skip_dynamo"
+    for reach in ("torch.compile(f)", "torch._dynamo.optimize()(f)", "model.compile()"):
+        found = scan(textwrap.dedent(f"""
+            import torch
+            def f(x):
+                return x
+            model = torch.nn.Linear(2, 2)
+            g = {reach}
+        """), "softmax.py", ATTENTION)
+        assert found, reach

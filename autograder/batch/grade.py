@@ -232,78 +232,78 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     cohort = discover(lab, submissions)
     kit = kit_fingerprint(lab)
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
-    staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
-    todo, skipped = [], 0
-    staged_folders: dict[str, Path] = {}  # every submission's staged copy, for the similarity of the cohort
-    for number, submission in enumerate(cohort):
-        staged = staged_folders[submission.student] = staging / str(number) / lab.name
-        try:
-            stage(lab, submission, staged)
-        except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
-            staged.mkdir(parents=True, exist_ok=True)
-            submission.problems.append(f"error: {lab.name}/ could not be read ({reason(exc)}): not graded")
-        stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
-        folder = student_folder(out, submission.student)
-        done = folder / FINGERPRINT
-        if not force and done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file():
-            skipped += 1
-            continue
-        todo.append((submission, staged, stamp))
-
-    progress = Progress(lab.name, len(todo), stream)
-    work: queue.Queue = queue.Queue()
-    for item in todo:
-        work.put(item)
-    warnings: set[str] = set()
-    replayed: list[int] = []  # per graded submission: checks that passed by replay
-
-    ungraded: dict[str, str] = {}  # student: why the run could not grade or write them (a full disk, ...)
-
-    def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
-        clock = time.monotonic()
-        raw_file = staged.parent / "raw.json"
-        # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
-        answer = {} if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
-        run = read_run(raw_file) if "results" in answer and raw_file.is_file() else None
-        if run and run.sandbox:
-            warnings.update(run.sandbox["missing"])
-        replayed.append(run.replayed if run else 0)
-        record = student_record(lab, submission.student, run, submission.problems, submission.notes,
-                                answer.get("error"), time.monotonic() - clock, submission.handed_in)
-        folder = student_folder(out, submission.student)
-        folder.mkdir(parents=True, exist_ok=True)
-        write_student(lab, folder, record)
-        write_atomically(folder / FINGERPRINT, stamp)
-        return record.status
-
-    def lane_loop() -> None:
-        lane = Lane(lab, limits, replay)
-        try:
-            while True:
-                try:
-                    submission, staged, stamp = work.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    status = grade_submission(lane, submission, staged, stamp)
-                except Exception as exc:  # noqa: BLE001 - one submission never stops the batch
-                    ungraded[submission.student] = f"{type(exc).__name__}: {exc}"
-                    status = f"not graded ({type(exc).__name__}: {exc})"
-                progress.step(submission.student, status)
-        finally:
-            lane.close()
-
-    threads = [threading.Thread(target=lane_loop) for _ in range(max(1, jobs))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    records = [read_record(student_folder(out, s.student)) for s in cohort]
-    for submission, record in zip(cohort, records):
-        if record is None:
-            ungraded.setdefault(submission.student, "no report")
-    records = [r for r in records if r is not None]
     try:
+        staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
+        todo, skipped = [], 0
+        staged_folders: dict[str, Path] = {}  # every submission's staged copy, for the similarity of the cohort
+        for number, submission in enumerate(cohort):
+            staged = staged_folders[submission.student] = staging / str(number) / lab.name
+            try:
+                stage(lab, submission, staged)
+            except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
+                staged.mkdir(parents=True, exist_ok=True)
+                submission.problems.append(f"error: {lab.name}/ could not be read ({reason(exc)}): not graded")
+            stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
+            folder = student_folder(out, submission.student)
+            done = folder / FINGERPRINT
+            if not force and done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file():
+                skipped += 1
+                continue
+            todo.append((submission, staged, stamp))
+
+        progress = Progress(lab.name, len(todo), stream)
+        work: queue.Queue = queue.Queue()
+        for item in todo:
+            work.put(item)
+        warnings: set[str] = set()
+        replayed: list[int] = []  # per graded submission: checks that passed by replay
+
+        ungraded: dict[str, str] = {}  # student: why the run could not grade or write them (a full disk, ...)
+
+        def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
+            clock = time.monotonic()
+            raw_file = staged.parent / "raw.json"
+            # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
+            answer = {} if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
+            run = read_run(raw_file) if "results" in answer and raw_file.is_file() else None
+            if run and run.sandbox:
+                warnings.update(run.sandbox["missing"])
+            replayed.append(run.replayed if run else 0)
+            record = student_record(lab, submission.student, run, submission.problems, submission.notes,
+                                    answer.get("error"), time.monotonic() - clock, submission.handed_in)
+            folder = student_folder(out, submission.student)
+            folder.mkdir(parents=True, exist_ok=True)
+            write_student(lab, folder, record)
+            write_atomically(folder / FINGERPRINT, stamp)
+            return record.status
+
+        def lane_loop() -> None:
+            lane = Lane(lab, limits, replay)
+            try:
+                while True:
+                    try:
+                        submission, staged, stamp = work.get_nowait()
+                    except queue.Empty:
+                        return
+                    try:
+                        status = grade_submission(lane, submission, staged, stamp)
+                    except Exception as exc:  # noqa: BLE001 - one submission never stops the batch
+                        ungraded[submission.student] = f"{type(exc).__name__}: {exc}"
+                        status = f"not graded ({type(exc).__name__}: {exc})"
+                    progress.step(submission.student, status)
+            finally:
+                lane.close()
+
+        threads = [threading.Thread(target=lane_loop) for _ in range(max(1, jobs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        records = [read_record(student_folder(out, s.student)) for s in cohort]
+        for submission, record in zip(cohort, records):
+            if record is None:
+                ungraded.setdefault(submission.student, "no report")
+        records = [r for r in records if r is not None]
         if class_files:
             # Imported only here: copydetect imports matplotlib.pyplot (0.4 s), which an upload never needs.
             from autograder.reports.similarity import similarity

@@ -4,7 +4,7 @@ Importing torch costs more than grading a submission; a worker forked from here 
 never. The zygote holds nothing of the judge's (no checks, no expected tensors, no
 reference, no environment: the judge starts it with :data:`autograder.harness.sandbox.ENVIRONMENT`):
 a forked worker inherits only torch and the worker code. It is started by
-:class:`autograder.harness.zygote_client.Zygote` as ``python -m autograder.harness.zygote <socket fd>``; each request
+:class:`autograder.harness.zygote_client.Zygote` as ``python -m autograder.harness.zygote <socket fd> <judge pid>``; each request
 is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
 ``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
 the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.harness.sandbox.spawn`),
@@ -22,9 +22,18 @@ import signal
 import socket
 import sys
 
-import torch  # noqa: F401 - imported once here so that every forked worker has it
+from autograder.harness import sandbox
 
-from autograder.harness import sandbox, worker
+if __name__ == "__main__":
+    # First, before a second of torch's import: a judge that ends meanwhile (an argument error just
+    # after it started us) takes its zygote, and so every sandbox, along. Its pid is argv[2].
+    sandbox.prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(sys.argv[2]):  # it ended before the line above
+        sys.exit(0)
+
+import torch  # noqa: E402 - imported once here so that every forked worker has it
+
+from autograder.harness import worker  # noqa: E402
 
 
 def warm_up() -> None:
@@ -72,7 +81,6 @@ def fork_trusted(root: str, worker_end: socket.socket, output_end: int) -> int:
 
 
 def serve(control: socket.socket) -> None:
-    sandbox.prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL)  # the zygote, and so every sandbox, dies with its judge
     torch.set_num_threads(1)  # before any fork: tiny tensors, and lanes already fill the cores
     warm_up()
     sandbox.read_roots()  # resolved once here; every worker inherits the answer

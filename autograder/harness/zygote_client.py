@@ -52,9 +52,12 @@ class Zygote:
 
     def __init__(self):
         control, child_end = socket.socketpair()
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.harness.zygote", str(child_end.fileno())],
-                                     cwd=KIT_ROOT, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL,
-                                     env=dict(sandbox.ENVIRONMENT))  # the judge's environment stays with the judge
+        # Nothing of the judge's: not its environment, nor its output (a lane's is the batch's answer
+        # pipe; a student's terminal is not the zygote's to write to). Workers print into pipes of their own.
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.harness.zygote", str(child_end.fileno()),
+                                      str(os.getpid())], cwd=KIT_ROOT, pass_fds=(child_end.fileno(),),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=dict(sandbox.ENVIRONMENT))
         child_end.close()
         self.control = control
         self.requests = itertools.count(1)
