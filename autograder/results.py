@@ -253,10 +253,14 @@ class RunResults:
         return {part.id: PartResult(part.id, part.weight, [c for c in self.checks if c.part == part.id])
                 for part in lab.parts}
 
+    def parts_run(self, lab: Lab) -> dict[str, PartResult]:
+        """The parts of ``lab`` some check of this run belongs to (a run of one part: that part)."""
+        return {part: result for part, result in self.parts(lab).items() if result.checks}
+
 
 def write_run(path: Path, run: RunResults, lab: Lab) -> None:
     """The judge's results file: the run's checks, with their full messages and diagnoses."""
-    parts = {part: result for part, result in run.parts(lab).items() if result.checks}
+    parts = run.parts_run(lab)
     payload = {"lab": run.lab,
                "parts": {p.id: {"points": p.points, "max_points": p.max_points, "passed": p.passed,
                                 "checks": len(p.checks)} for p in parts.values()},

@@ -221,6 +221,99 @@ class Progress:
             self.stream.flush()
 
 
+@dataclass
+class LaneRun:
+    """What the lanes of one run learnt besides each student's files."""
+    warnings: set[str] = field(default_factory=set)  # what no worker's sandbox could enforce
+    replayed: int = 0  # checks that passed by replay
+    ungraded: dict[str, str] = field(default_factory=dict)  # student: why the run could not grade or write them
+
+
+def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, force: bool
+                 ) -> tuple[list[tuple[Submission, Path, str]], dict[str, Path]]:
+    """Stage every submission into ``staging``; return those to grade, each with its staged folder and
+    fingerprint (not those whose reports in ``out`` match it, unless ``force``), and every staged folder."""
+    kit = kit_fingerprint(lab)
+    todo, staged_folders = [], {}
+    for number, submission in enumerate(cohort):
+        staged = staged_folders[submission.student] = staging / str(number) / lab.name
+        try:
+            stage(lab, submission, staged)
+        except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
+            staged.mkdir(parents=True, exist_ok=True)
+            submission.problems.append(f"error: {lab.name}/ could not be read ({reason(exc)}): not graded")
+        stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
+        folder = student_folder(out, submission.student)
+        done = folder / FINGERPRINT
+        if force or not (done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file()):
+            todo.append((submission, staged, stamp))
+    return todo, staged_folders
+
+
+def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path, jobs: int, limits: Limits,
+                   replay: bool, progress: Progress) -> LaneRun:
+    """Grade ``todo`` in ``jobs`` lanes; write each student's files (and fingerprint) as soon as graded."""
+    work: queue.Queue = queue.Queue()
+    for item in todo:
+        work.put(item)
+    seen = LaneRun()
+    lock = threading.Lock()
+
+    def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
+        clock = time.monotonic()
+        raw_file = staged.parent / "raw.json"
+        # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
+        answer = {} if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
+        run = read_run(raw_file) if "results" in answer and raw_file.is_file() else None
+        with lock:
+            if run and run.sandbox:
+                seen.warnings.update(run.sandbox["missing"])
+            seen.replayed += run.replayed if run else 0
+        record = student_record(lab, submission.student, run, submission.problems, submission.notes,
+                                answer.get("error"), time.monotonic() - clock, submission.handed_in)
+        folder = student_folder(out, submission.student)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_student(lab, folder, record)
+        write_atomically(folder / FINGERPRINT, stamp)
+        return record.status
+
+    def lane_loop() -> None:
+        lane = Lane(lab, limits, replay)
+        try:
+            while True:
+                try:
+                    submission, staged, stamp = work.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    status = grade_submission(lane, submission, staged, stamp)
+                except Exception as exc:  # noqa: BLE001 - one submission never stops the batch
+                    seen.ungraded[submission.student] = f"{type(exc).__name__}: {exc}"
+                    status = f"not graded ({type(exc).__name__}: {exc})"
+                progress.step(submission.student, status)
+        finally:
+            lane.close()
+
+    threads = [threading.Thread(target=lane_loop) for _ in range(max(1, jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return seen
+
+
+def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], staged_folders: dict[str, Path]) -> None:
+    """The class's grades.csv and report.html, with the near-copies among the staged submissions."""
+    # Imported only here: copydetect imports matplotlib.pyplot (0.4 s), which an upload never needs.
+    from autograder.reports.similarity import similarity
+
+    # A name that is not UTF-8 links to its folder's very bytes.
+    links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
+             for r in records}
+    write_atomically(out / "grades.csv", grades_csv(lab, records))
+    write_atomically(out / "report.html", class_report(lab, records, links, similarity(lab, staged_folders)))
+
+
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True) -> dict:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
@@ -230,94 +323,23 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     cohort = discover(lab, submissions)
-    kit = kit_fingerprint(lab)
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
-        todo, skipped = [], 0
-        staged_folders: dict[str, Path] = {}  # every submission's staged copy, for the similarity of the cohort
-        for number, submission in enumerate(cohort):
-            staged = staged_folders[submission.student] = staging / str(number) / lab.name
-            try:
-                stage(lab, submission, staged)
-            except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
-                staged.mkdir(parents=True, exist_ok=True)
-                submission.problems.append(f"error: {lab.name}/ could not be read ({reason(exc)}): not graded")
-            stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
-            folder = student_folder(out, submission.student)
-            done = folder / FINGERPRINT
-            if not force and done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file():
-                skipped += 1
-                continue
-            todo.append((submission, staged, stamp))
-
-        progress = Progress(lab.name, len(todo), stream)
-        work: queue.Queue = queue.Queue()
-        for item in todo:
-            work.put(item)
-        warnings: set[str] = set()
-        replayed: list[int] = []  # per graded submission: checks that passed by replay
-
-        ungraded: dict[str, str] = {}  # student: why the run could not grade or write them (a full disk, ...)
-
-        def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
-            clock = time.monotonic()
-            raw_file = staged.parent / "raw.json"
-            # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
-            answer = {} if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
-            run = read_run(raw_file) if "results" in answer and raw_file.is_file() else None
-            if run and run.sandbox:
-                warnings.update(run.sandbox["missing"])
-            replayed.append(run.replayed if run else 0)
-            record = student_record(lab, submission.student, run, submission.problems, submission.notes,
-                                    answer.get("error"), time.monotonic() - clock, submission.handed_in)
-            folder = student_folder(out, submission.student)
-            folder.mkdir(parents=True, exist_ok=True)
-            write_student(lab, folder, record)
-            write_atomically(folder / FINGERPRINT, stamp)
-            return record.status
-
-        def lane_loop() -> None:
-            lane = Lane(lab, limits, replay)
-            try:
-                while True:
-                    try:
-                        submission, staged, stamp = work.get_nowait()
-                    except queue.Empty:
-                        return
-                    try:
-                        status = grade_submission(lane, submission, staged, stamp)
-                    except Exception as exc:  # noqa: BLE001 - one submission never stops the batch
-                        ungraded[submission.student] = f"{type(exc).__name__}: {exc}"
-                        status = f"not graded ({type(exc).__name__}: {exc})"
-                    progress.step(submission.student, status)
-            finally:
-                lane.close()
-
-        threads = [threading.Thread(target=lane_loop) for _ in range(max(1, jobs))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        todo, staged_folders = stage_cohort(lab, cohort, staging, out, force)
+        lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, Progress(lab.name, len(todo), stream))
         records = [read_record(student_folder(out, s.student)) for s in cohort]
         for submission, record in zip(cohort, records):
             if record is None:
-                ungraded.setdefault(submission.student, "no report")
+                lanes.ungraded.setdefault(submission.student, "no report")
         records = [r for r in records if r is not None]
         if class_files:
-            # Imported only here: copydetect imports matplotlib.pyplot (0.4 s), which an upload never needs.
-            from autograder.reports.similarity import similarity
-
-            # A name that is not UTF-8 links to its folder's very bytes.
-            links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"),
-                                      errors="surrogateescape") for r in records}
-            write_atomically(out / "grades.csv", grades_csv(lab, records))
-            write_atomically(out / "report.html", class_report(lab, records, links, similarity(lab, staged_folders)))
+            write_class_files(lab, out, records, staged_folders)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return {"lab": lab.name, "graded": len(todo), "skipped": skipped, "students": len(records), "replayed_checks": sum(replayed),
-            "ungraded": [f"{student}: {why}" for student, why in ungraded.items()],
-            "seconds": time.monotonic() - started, "warnings": sorted(warnings),
+    return {"lab": lab.name, "graded": len(todo), "skipped": len(cohort) - len(todo), "students": len(records),
+            "replayed_checks": lanes.replayed, "ungraded": [f"{student}: {why}" for student, why in lanes.ungraded.items()],
+            "seconds": time.monotonic() - started, "warnings": sorted(lanes.warnings),
             "mean": statistics.fmean(handed) if (handed := [r.total for r in records if r.handed_in]) else 0.0,
             "records": records}
 

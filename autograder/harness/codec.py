@@ -26,9 +26,6 @@ DTYPES = {
 }
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
-# What one message may hold. The lab's largest answers are a few hundred KiB; the caps bound
-# what a hostile worker can make the judge read, hold and parse.
-
 # A request's "seed" that leaves the worker's RNG where the previous request left it.
 CONTINUE_STREAM = "continue"
 
@@ -156,7 +153,8 @@ def recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
 
 def read_frame_bytes(read_exact, limit: int = DEFAULTS.frame_bytes) -> bytes:
     """One whole frame, undecoded, read with ``read_exact(n) -> bytes``; frames over ``limit``
-    are refused before their contents are read."""
+    are refused before their contents are read. The lab's largest answers are a few hundred KiB; the
+    caps (:class:`autograder.limits.Limits`) bound what a hostile worker can make the judge read."""
     head = read_exact(8)
     size, count = struct.unpack("<II", head)
     if size > min(limit, DEFAULTS.header_bytes) or count > limit // 8:

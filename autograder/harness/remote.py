@@ -60,8 +60,6 @@ class StudentError(Exception):
         return self.failure.where
 
 
-
-
 @dataclass
 class Shared:
     """What a :class:`RemoteCode` and its seeded and streaming views share: one worker, one budget,
@@ -474,9 +472,7 @@ class RemoteFunction:
         """Call and return ``(result, {name: calls})``: how often the call used each library function."""
         answer = self._shaped(self._student.request({"op": "call", "target": self.target, "args": list(args),
                                                      "kwargs": kwargs, "count": list(names)}), result=object, counts=dict)
-        if not all(isinstance(answer["counts"].get(name), int) for name in names):
-            raise StudentError(FailureKind.BAD_VALUE, f"{self.target}: malformed answer from the worker", where=self.target)
-        return answer["result"], answer["counts"]
+        return answer["result"], self._shaped(answer["counts"], **dict.fromkeys(names, int))
 
     def grad(self, *args, upstream=None, **kwargs) -> dict:
         """Call, backpropagate ``upstream`` (default: ones) and return

@@ -44,7 +44,7 @@ def warm_up() -> None:
     weights = torch.sigmoid(layer(x) @ x.transpose(-2, -1))
     out = torch.where(weights > 0.3, weights * torch.bernoulli(torch.full_like(weights, 0.5)), torch.zeros_like(weights))
     out.backward(torch.ones_like(out))
-    # The operator ban's first use, here rather than in every worker that bans an operator.
+    # The operator ban's first use, here: before confinement, whatever it loads lazily can still be read.
     with worker.ForbiddenOperators(frozenset()):
         torch.ones(2).amax(0)
 

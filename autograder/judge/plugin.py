@@ -415,7 +415,7 @@ class Scoreboard:
             return
         lab = self.config.stash[LAB]
         checks = list(self.results.values())
-        parts = {part: result for part, result in RunResults(lab.name, checks).parts(lab).items() if result.checks}
+        parts = RunResults(lab.name, checks).parts_run(lab)
         write = terminalreporter.write_line
         hidden = any(check.hidden for check in checks)
         terminalreporter.section(f"{lab.name} lab: points of the public and hidden checks" if hidden else
