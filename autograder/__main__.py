@@ -158,11 +158,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def start_zygote() -> None:
-    """For a judge in this process, once its arguments hold: the zygote's torch import then runs
-    while this process imports its own, pytest and the checks."""
-    from autograder.harness.zygote_client import Zygote
+    """For a judge in this process, once its arguments hold (:mod:`autograder.harness.clean_start`: the
+    process starts again clean, with torch imported and the zygote forked, and comes back here)."""
+    from autograder.harness.clean_start import restart_clean
 
-    Zygote.shared()
+    restart_clean("autograder.__main__")
 
 
 def grade_command(parser, options, labs: list[Lab]) -> int:

@@ -21,7 +21,9 @@ from pathlib import Path
 import mistune
 import pytest
 
+from autograder.batch.lane import Lane
 from autograder.harness import cgroup, sandbox
+from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, SOLUTIONS, grades_table
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -345,6 +347,48 @@ def test_workers_see_no_secret_no_other_process_no_capability_and_no_host_file(t
     assert seen["caps"] == ["0000000000000000"] * 3
     for secret in ("shadow", "passwd", "root", "kit", "sys"):
         assert seen[secret] in ("FileNotFoundError", "PermissionError"), (secret, seen[secret])
+
+
+# The zygote, whose memory every worker starts from, is forked from its judge before the judge reads
+# anything of its own (autograder.harness.clean_start): a lane's environment is in the lane's memory,
+# and nowhere in the zygote's. (A worker cannot read its own memory to look: /proc/self/mem is closed
+# to it, as it is not dumpable under a user id of its own.)
+def holds(pid: int, needle: bytes) -> bool:
+    """Does process ``pid`` hold ``needle`` anywhere it writes (heap, stacks, data)?"""
+    chunk = 1 << 24
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            start, end = (int(x, 16) for x in span.split("-"))
+            for at in range(start, end, chunk) if perms.startswith("rw") else ():
+                try:
+                    mem.seek(at)
+                    data = mem.read(min(chunk + len(needle), end - at))
+                except (OSError, ValueError, OverflowError):
+                    break
+                if needle in data:
+                    return True
+    return False
+
+
+def children_of(pid: int) -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()
+            and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(pid)]
+
+
+def test_the_zygote_holds_nothing_of_its_judges_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADER_SECRET", "hunter2-7f3a")
+    submission = tmp_path / "attention"
+    shutil.copytree(SOLUTIONS, submission, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    lane = Lane(LAB, DEFAULTS)
+    try:
+        assert lane.grade(submission, tmp_path / "results.json") == {"results": str(tmp_path / "results.json")}
+        zygotes = children_of(lane.proc.pid)  # the lane now waits for its next job
+        assert len(zygotes) == 1
+        assert holds(lane.proc.pid, b"hunter2-7f3a")  # the judge has its environment back, and the scan finds it
+        assert not holds(zygotes[0], b"hunter2-7f3a")
+    finally:
+        lane.close()
 
 
 # 6. Student text is neutralised where it lands: terminal, CSV, Markdown, HTML, Gradescope.

@@ -39,7 +39,7 @@ STUDENT_README = "README.student.md"  # in source/<lab>/: what the student's rep
 # (copydetect, nbgrader, SQLAlchemy) a student does not install.
 PACKAGE = KIT_ROOT / "autograder"
 STUDENT_ENTRY_POINTS = [PACKAGE / "__main__.py", PACKAGE / "judge" / "plugin.py", PACKAGE / "platforms" / "classroom.py",
-                        PACKAGE / "harness" / "zygote.py"]
+                        PACKAGE / "harness" / "zygote.py", PACKAGE / "harness" / "clean_start.py"]
 
 
 def module_file(dotted: str) -> Path | None:

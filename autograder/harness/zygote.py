@@ -24,12 +24,17 @@ import sys
 
 from autograder.harness import sandbox
 
-if __name__ == "__main__":
-    # First, before a second of torch's import: a judge that ends meanwhile (an argument error just
-    # after it started us) takes its zygote, and so every sandbox, along. Its pid is argv[2].
+
+def tie_to(judge: int) -> None:
+    """End with the judge (pid ``judge``, our parent), and with it every sandbox; at once if it has
+    ended already."""
     sandbox.prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != int(sys.argv[2]):  # it ended before the line above
-        sys.exit(0)
+    if os.getppid() != judge:  # it ended before the line above
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    tie_to(int(sys.argv[2]))  # first, before a second of torch's import (an argument error just after it started us)
 
 import torch  # noqa: E402 - imported once here so that every forked worker has it
 
@@ -113,6 +118,18 @@ def serve(control: socket.socket) -> None:
                 end.close()
             os.close(output)
             os.close(output_end)
+
+
+def serve_forked(control: socket.socket, judge: int) -> None:
+    """Serve as the zygote of ``judge``, forked from it before it read anything of its own
+    (:mod:`autograder.harness.clean_start`): keep only the control socket; write nowhere of the judge's."""
+    tie_to(judge)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for stream in (0, 1, 2):
+        os.dup2(devnull, stream)
+    sandbox.close_all_but(control.fileno())  # the judge's waiting state among them, unread
+    os.chdir(os.path.dirname(sandbox.PACKAGE))  # the kit's folder, as for a zygote of its own
+    serve(control)
 
 
 if __name__ == "__main__":

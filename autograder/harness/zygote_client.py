@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -38,6 +39,30 @@ def parent_of(pid: int) -> int | None:
     return None
 
 
+class ForkedChild:
+    """What :class:`subprocess.Popen` offers the judge (``pid``, ``poll``, ``wait``, ``kill``), for
+    a zygote it forked itself (:mod:`autograder.harness.clean_start`)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
 class Zygote:
     """The judge's handle on :mod:`autograder.harness.zygote`: confined workers, forked in milliseconds.
 
@@ -50,24 +75,30 @@ class Zygote:
 
     _shared: Zygote | None = None
 
-    def __init__(self):
-        control, child_end = socket.socketpair()
-        # Nothing of the judge's: not its environment, nor its output (a lane's is the batch's answer
-        # pipe; a student's terminal is not the zygote's to write to). Workers print into pipes of their own.
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.harness.zygote", str(child_end.fileno()),
-                                      str(os.getpid())], cwd=KIT_ROOT, pass_fds=(child_end.fileno(),),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env=dict(sandbox.ENVIRONMENT))
-        child_end.close()
-        self.control = control
+    def __init__(self, control: socket.socket, proc: subprocess.Popen | ForkedChild):
+        self.control, self.proc = control, proc
         self.requests = itertools.count(1)
         self.uids = sandbox.UidPool() if os.getuid() == 0 else None
         self.ready = False  # it has answered once (wait_ready)
 
     @classmethod
+    def start(cls) -> Zygote:
+        """A zygote of its own: ``python -m autograder.harness.zygote``, which imports torch itself
+        (a judge that started clean forks one instead: :mod:`autograder.harness.clean_start`)."""
+        control, child_end = socket.socketpair()
+        # Nothing of the judge's: not its environment, nor its output (a lane's is the batch's answer
+        # pipe; a student's terminal is not the zygote's to write to). Workers print into pipes of their own.
+        proc = subprocess.Popen([sys.executable, "-m", "autograder.harness.zygote", str(child_end.fileno()),
+                                 str(os.getpid())], cwd=KIT_ROOT, pass_fds=(child_end.fileno(),),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=dict(sandbox.ENVIRONMENT))
+        child_end.close()
+        return cls(control, proc)
+
+    @classmethod
     def shared(cls) -> Zygote:
         if cls._shared is None or cls._shared.proc.poll() is not None:
-            cls._shared = cls()
+            cls._shared = cls.start()
         return cls._shared
 
     def fork(self, request: dict) -> tuple[socket.socket, int, int]:

@@ -1,0 +1,84 @@
+"""A judge that starts clean, so that its zygote is forked from it instead of importing torch again.
+
+The zygote, parent of every worker, must hold nothing of the judge's: not its environment (a
+grader's tokens), not its arguments, nothing it has read. Started as a program of its own
+(:meth:`Zygote.start`) it imports torch a second time: 1-2 CPU-seconds a judge, and most of the
+wait for a ``make check`` while the two imports share the cores.
+
+So an entry point that judges calls :func:`restart_clean` once its arguments hold. The process
+replaces itself (``execve``: the same pid, standard streams and limits) by ``python -m
+autograder.harness.clean_start`` with the zygote's environment, what it had (environment,
+arguments, working folder, import path) waiting unread in a memory file. The clean process imports
+torch and the worker code, forks the zygote (:func:`autograder.harness.zygote.serve_forked`, which
+closes that file and the standard streams), and only then reads what it had back and runs its
+entry point again, as the judge, with torch imported and its zygote ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import socket
+import sys
+
+from autograder.harness import sandbox
+from autograder.harness.zygote_client import ForkedChild, Zygote
+
+
+def restart_clean(entry: str) -> None:
+    """Have a zygote for a judge in this process. Run as ``python -m <entry>``, the process starts
+    again clean and forks it (this call returns in the restarted process); inside another program
+    (a test, a notebook) it starts one of its own."""
+    if Zygote._shared is not None:  # started clean: its zygote is forked already
+        return
+    main = getattr(sys.modules["__main__"], "__spec__", None)
+    if main is None or main.name != entry or not hasattr(os, "memfd_create"):
+        Zygote.shared()
+        return
+    state = json.dumps({"entry": entry, "argv": sys.argv[1:], "environ": dict(os.environ), "cwd": os.getcwd(),
+                        "path": sys.path}).encode()
+    held = os.memfd_create("autograder-judge", 0)  # inherited across execve; read only after the fork
+    with open(held, "wb", closefd=False) as waiting:
+        waiting.write(state)
+    os.lseek(held, 0, os.SEEK_SET)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    here = os.getcwd()
+    os.chdir(os.path.dirname(sandbox.PACKAGE))  # where `-m autograder...` is found; the folder is given back
+    try:
+        os.execve(sys.executable, [sys.executable, "-m", __name__, str(held)], sandbox.ENVIRONMENT)
+    except OSError:  # the judge goes on as it is, with a zygote of its own
+        os.chdir(here)
+        os.close(held)
+        Zygote.shared()
+
+
+def carry_on(held: int) -> None:
+    """The clean process: torch and the worker code, the zygote forked, then the entry point run as
+    it was started."""
+    from autograder.harness import zygote  # torch and the worker code: the judge's and, forked, the zygote's
+
+    control, zygote_end = socket.socketpair()
+    judge = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            control.close()
+            zygote.serve_forked(zygote_end, judge)
+        finally:
+            os._exit(0)
+    zygote_end.close()
+    Zygote._shared = Zygote(control, ForkedChild(pid))
+    with open(held, "rb") as waiting:
+        state = json.loads(waiting.read())
+    os.chdir(state["cwd"])
+    os.environ.clear()
+    os.environ.update(state["environ"])
+    sys.path[:] = state["path"]
+    sys.argv[1:] = state["argv"]
+    runpy.run_module(state["entry"], run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    carry_on(int(sys.argv[1]))
