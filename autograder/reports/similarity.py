@@ -165,12 +165,14 @@ def fingerprints(lab: Lab, module: str, staged: dict[str, Path]) -> dict:
     given = given_lines(lab.release / module)
     sources = [(student, folder / module) for student, folder in sorted(staged.items())]
     sources.append((REFERENCE, lab.reference / module))
-    prints = {}
+    prints, made = {}, {}  # made: by text, as many hand in the same one (an untouched stub, the same copy)
     for student, path in sources:
         if path.is_file() and not path.is_symlink():
             text = read_module(path)
-            own = own_code(text, given)
-            fingerprint = StableFingerprint(module, own)
+            if text not in made:
+                own = own_code(text, given)
+                made[text] = (StableFingerprint(module, own), own)
+            fingerprint, own = made[text]
             if fingerprint.hashes:
                 prints[student] = (fingerprint, text, own)
     return prints
@@ -197,9 +199,11 @@ def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) 
     pairs, groups, modules = [], [], []
     for module in lab.modules:
         prints = fingerprints(lab, module, staged)
-        compared = []
+        compared, known = [], {}  # known: each pair of distinct fingerprints compared once
         for (a, (first, text_a, own_a)), (b, (second, text_b, own_b)) in itertools.combinations(prints.items(), 2):
-            overlap, (share_a, share_b), slices = compare_files(first, second)
+            if (id(first), id(second)) not in known:
+                known[id(first), id(second)] = compare_files(first, second)
+            overlap, (share_a, share_b), slices = known[id(first), id(second)]
             compared.append({"module": module, "first": name_of(a), "second": name_of(b),
                              "similarity": float(min(share_a, share_b)) if overlap else 0.0,
                              "keys": (a, b), "texts": (text_a, text_b), "own": (own_a, own_b), "slices": slices,
