@@ -72,8 +72,8 @@ def build(kind: str, lab: Lab, out_dir: Path | None = None) -> Path:
     out_root = Path(out_dir) if out_dir else directory(kind)
     # A build elsewhere (the staleness test) keeps its own gradebook, not the course's.
     database = [f"--CourseDirectory.db_url=sqlite:///{out_root / 'gradebook.db'}"] if out_dir else []
-    # generate_solution wants the assignment in the gradebook, which a fresh clone lacks.
-    run_nbgrader("db", "assignment", "add", lab.name, *database)
+    if kind == "solution":  # generate_solution wants the assignment in the gradebook (a fresh clone has none);
+        run_nbgrader("db", "assignment", "add", lab.name, *database)  # generate_assignment records it itself
     run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database)
     source = directory("source") / lab.name
     target = out_root / lab.name

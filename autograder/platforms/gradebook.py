@@ -12,6 +12,7 @@ import tempfile
 import warnings
 
 from nbgrader.api import Gradebook, MissingEntry
+from sqlalchemy import create_engine, inspect
 from sqlalchemy.exc import SAWarning
 
 from autograder.course import KIT_ROOT, course_config, run_nbgrader
@@ -29,24 +30,30 @@ def course_gradebook() -> str:
     return url
 
 
+def recorded_cells(lab: Lab, db_url: str) -> set[str]:
+    """The names of the lab's notebook cells the gradebook holds; none where there is no database yet
+    (nbgrader's API would create it by running ``alembic``, which its commands find and it may not)."""
+    if not inspect(create_engine(db_url)).get_table_names():
+        return set()
+    with Gradebook(db_url) as gb:
+        try:
+            return {cell.name for cell in gb.find_notebook(lab.notebook, lab.name).task_cells}
+        except MissingEntry:
+            return set()
+
+
 def register_assignment(lab: Lab, db_url: str) -> None:
     """Have nbgrader record the lab's cells in the gradebook (a fresh clone has none).
 
-    ``generate_assignment`` is what records them; it writes into a throw-away folder here, so
-    the committed release is left alone.
+    ``generate_assignment`` is what records them, the assignment and the database included; it
+    writes into a throw-away folder here, so the committed release is left alone. Once they are
+    recorded, no nbgrader command runs (each costs seconds of imports).
     """
-    database = f"--CourseDirectory.db_url={db_url}"
-    run_nbgrader("db", "assignment", "add", lab.name, database)  # creates the database (nbgrader runs alembic)
-    with Gradebook(db_url) as gb:
-        try:
-            cells = {c.name for c in gb.find_notebook(lab.notebook, lab.name).task_cells}
-            if cells >= {f"auto_{p}" for p in lab.part_ids}:
-                return
-        except MissingEntry:
-            pass
+    if recorded_cells(lab, db_url) >= {f"auto_{part}" for part in lab.part_ids}:
+        return
     with tempfile.TemporaryDirectory(prefix="autograder-release-") as tmp:
         run_nbgrader("generate_assignment", lab.name, "--force", f"--CourseDirectory.release_directory={tmp}",
-                     database)
+                     f"--CourseDirectory.db_url={db_url}")
 
 
 def record(lab: Lab, records: list[SubmissionResult], db_url: str | None = None) -> int:
