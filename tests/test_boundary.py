@@ -13,9 +13,11 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import mistune
@@ -141,11 +143,13 @@ def attention_scores(inputs):
 """
 
 
-def survivors() -> list[int]:
+def survivors(name: str = "survivor-7f3a") -> list[int]:
+    """The live processes named ``name`` (``PR_SET_NAME``)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "survivor-7f3a":
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == name and \
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
                 found.append(int(entry.name))
         except OSError:
             pass
@@ -160,6 +164,40 @@ def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
     assert survivors() == []
     segments = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
     assert not [line for line in segments if line.split()[3] == "7340033"], segments
+
+
+# A killed judge takes its workers along: the zygote dies with it, and a worker with it, also under a
+# user id of its own (the kernel clears a death signal on a change of credentials: it is set again).
+SLEEPER = """
+import ctypes, os, signal, time
+
+def attention_scores(inputs):
+    signal.setitimer(signal.ITIMER_REAL, 0)  # no time-out of the call's own: only the judge's death can end it
+    ctypes.CDLL(None).prctl(15, b"sleeper-4d2e", 0, 0, 0)  # PR_SET_NAME: the worker, findable
+    if os.fork() == 0:
+        os.setsid()  # and a process in a session of its own
+        time.sleep(120)
+        os._exit(0)
+    time.sleep(120)
+    return inputs @ inputs.transpose(-2, -1)
+"""
+
+
+def test_a_killed_judge_takes_its_workers_along(tmp_path):
+    submission = cohort_with(tmp_path, "a_sleeper", {"scores": SLEEPER}) / "a_sleeper" / "attention"
+    judge = subprocess.Popen([sys.executable, "-m", "autograder", "check", "--checks", str(LAB.checks), "--part",
+                              "scores", "--submission", str(submission)], cwd=KIT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(survivors("sleeper-4d2e")) < 2 and time.monotonic() < deadline:  # the worker and its child run
+        time.sleep(0.1)
+    assert len(survivors("sleeper-4d2e")) == 2
+    os.kill(judge.pid, signal.SIGKILL)  # the judge alone, not its process group
+    judge.wait()
+    deadline = time.monotonic() + 10
+    while survivors("sleeper-4d2e") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert survivors("sleeper-4d2e") == []
 
 
 # 3. The judge's cost is bounded: frame size, a check's answers, decoding on the budget. (The raw

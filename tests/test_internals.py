@@ -7,6 +7,8 @@ An attack is a small hostile module; each line the scan must flag ends in ``# RE
 """
 
 import importlib
+import os
+import signal
 import textwrap
 import time
 import types
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder.harness.zygote_client import ForkedChild
 from autograder.judge import internals
 from autograder.judge.internals import LIBRARIES, TORCH_INTERNALS, Reach, scan, scan_submission
 from autograder.judge.misconceptions import load_catalogue
@@ -1017,3 +1020,20 @@ def test_the_operator_ban_keeps_no_compiler_wrapper_because_the_scan_refuses_the
             g = {reach}
         """), "softmax.py", ATTENTION)
         assert found, reach
+
+
+def test_a_forked_zygotes_handle_says_ended_and_signals_nobody_once_it_is_collected():
+    """A judge that started clean holds its zygote by pid (harness.clean_start). Collected by someone
+    else (the kernel, where child exits are ignored), it has ended: the handle must say so, so that a
+    new zygote is started, and must never signal the pid, which another process may have by now."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)  # collected, not by the handle
+    handle = ForkedChild(pid)
+    assert handle.poll() is not None and handle.wait() == -signal.SIGKILL
+    handle.kill()  # nothing to signal: no error, no signal
+    child = ForkedChild(os.fork() or 0)
+    if child.pid == 0:
+        os._exit(3)
+    assert child.wait() == 3 and child.poll() == 3

@@ -373,7 +373,8 @@ def test_the_students_table_sorts_by_the_clicked_column(cohort_reports, tmp_path
 
 
 # Run in the page by Chromium: what spills out. The page must not scroll sideways in a 1280 px
-# window, no text of a picture may leave the picture, and a glyph written in a cell stays inside it.
+# window, no text of a picture may leave the picture, a glyph written in a cell stays inside it, and the
+# students' status cells read as plain text (a one-word status on one line, tinted only as its row is).
 OVERFLOW = """<script>
 document.querySelectorAll("details").forEach(details => details.open = true);  // what opens must fit too
 const spills = [];
@@ -388,6 +389,15 @@ document.querySelectorAll("svg.heatmap").forEach(svg => svg.querySelectorAll("te
   if (inCell && box.width > 18)
     spills.push("wider than its cell: " + text.textContent);
 }));
+document.querySelectorAll("#students td:nth-child(" + ([...document.querySelectorAll("#students th")]
+    .findIndex(th => th.textContent === "status") + 1) + ")").forEach(cell => {  // a status reads as text
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  if (!cell.textContent.includes(" ") && range.getClientRects().length > 1)
+    spills.push("a one-word status wraps: " + cell.textContent);
+  if (getComputedStyle(cell).backgroundColor !== getComputedStyle(cell.parentElement.cells[0]).backgroundColor)
+    spills.push("a status is tinted apart from its row: " + cell.textContent);
+});
 document.body.dataset.spills = JSON.stringify(spills);
 </script>"""
 

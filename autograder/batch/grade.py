@@ -59,7 +59,8 @@ def student_folder(out: Path, student: str) -> Path:
 class Submission:
     student: str
     folder: Path
-    problems: list[str] = field(default_factory=list)  # why it cannot be graded at all (status column)
+    # Why it cannot be graded at all: (what went wrong, where), as the status column groups them.
+    problems: list[tuple[str, str]] = field(default_factory=list)
     handed_in: bool = True  # False: no <lab>/ folder, or nothing of the lab in it
     notes: list[str] = field(default_factory=list)  # what staging left out or noticed (notes column)
 
@@ -87,7 +88,7 @@ def stage(lab: Lab, submission: Submission, target: Path) -> None:
     target.mkdir(parents=True)
     source = submission.folder
     if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
-        submission.problems.append(f"{lab.name}/ is a link, not a folder of the submission: not graded")
+        submission.problems.append((f"{lab.name}/ is a link, not a folder of the submission", "not graded"))
         return
     if not source.is_dir():
         submission.handed_in = False
@@ -241,8 +242,8 @@ def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, f
             stage(lab, submission, staged)
         except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
             staged.mkdir(parents=True, exist_ok=True)
-            submission.problems.append(f"error: {lab.name}/ could not be read ({reason(exc)}): not graded")
-        stamp = fingerprint(staged, [*submission.problems, *submission.notes], kit)
+            submission.problems.append(("error", f"{lab.name}/ could not be read ({reason(exc)}): not graded"))
+        stamp = fingerprint(staged, [*(": ".join(problem) for problem in submission.problems), *submission.notes], kit)
         folder = student_folder(out, submission.student)
         done = folder / FINGERPRINT
         if force or not (done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file()):

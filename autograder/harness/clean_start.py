@@ -12,6 +12,10 @@ arguments, working folder, import path) waiting unread in a memory file. The cle
 torch and the worker code, forks the zygote (:func:`autograder.harness.zygote.serve_forked`, which
 closes that file and the standard streams), and only then reads what it had back and runs its
 entry point again, as the judge, with torch imported and its zygote ready.
+
+So the judge runs with the zygote's interpreter settings: hash seed 0, no bytecode written, the
+C.UTF-8 locale; ``PYTHON*`` variables read at start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not
+apply to it, though it has them back for whatever it starts. Unbuffered output is restored.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import signal
 import socket
 import sys
 
@@ -27,30 +32,34 @@ from autograder.harness.zygote_client import ForkedChild, Zygote
 
 
 def restart_clean(entry: str) -> None:
-    """Have a zygote for a judge in this process. Run as ``python -m <entry>``, the process starts
-    again clean and forks it (this call returns in the restarted process); inside another program
-    (a test, a notebook) it starts one of its own."""
+    """Have a zygote for a judge in this process. Run as ``python -m <entry>`` (no interpreter option,
+    no wrapper such as a debugger, which a restart would drop), the process starts again clean and
+    forks it (this call returns in the restarted process); otherwise it starts one of its own."""
     if Zygote._shared is not None:  # started clean: its zygote is forked already
         return
     main = getattr(sys.modules["__main__"], "__spec__", None)
-    if main is None or main.name != entry or not hasattr(os, "memfd_create"):
+    started_as_entry = main is not None and main.name == entry and \
+        sys.orig_argv[1:3] == ["-m", entry.removesuffix(".__main__")]
+    if not started_as_entry or not hasattr(os, "memfd_create"):
         Zygote.shared()
         return
     state = json.dumps({"entry": entry, "argv": sys.argv[1:], "environ": dict(os.environ), "cwd": os.getcwd(),
-                        "path": sys.path}).encode()
-    held = os.memfd_create("autograder-judge", 0)  # inherited across execve; read only after the fork
-    with open(held, "wb", closefd=False) as waiting:
-        waiting.write(state)
-    os.lseek(held, 0, os.SEEK_SET)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    here = os.getcwd()
-    os.chdir(os.path.dirname(sandbox.PACKAGE))  # where `-m autograder...` is found; the folder is given back
+                        "path": sys.path, "write_through": getattr(sys.stdout, "write_through", False)}).encode()
+    here, held = os.getcwd(), None
     try:
-        os.execve(sys.executable, [sys.executable, "-m", __name__, str(held)], sandbox.ENVIRONMENT)
-    except OSError:  # the judge goes on as it is, with a zygote of its own
+        held = os.memfd_create("autograder-judge", 0)  # inherited across execve; read only after the fork
+        with open(held, "wb", closefd=False) as waiting:
+            waiting.write(state)
+        os.lseek(held, 0, os.SEEK_SET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.chdir(os.path.dirname(sandbox.PACKAGE))  # where `-m autograder...` is found; the folder is given back
+        # The entry's name too, for `ps` (the zygote's command line then says whose it is).
+        os.execve(sys.executable, [sys.executable, "-m", __name__, str(held), entry], sandbox.ENVIRONMENT)
+    except OSError:  # no memory file here (a seccomp profile), or no execve: a zygote of its own
+        if held is not None:
+            os.close(held)
         os.chdir(here)
-        os.close(held)
         Zygote.shared()
 
 
@@ -59,6 +68,9 @@ def carry_on(held: int) -> None:
     it was started."""
     from autograder.harness import zygote  # torch and the worker code: the judge's and, forked, the zygote's
 
+    # Child exits are collected (a SIG_IGN inherited across execve would have the kernel reap the zygote
+    # unseen, and a handle could not tell it ended).
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     control, zygote_end = socket.socketpair()
     judge = os.getpid()
     pid = os.fork()
@@ -76,9 +88,12 @@ def carry_on(held: int) -> None:
     os.environ.clear()
     os.environ.update(state["environ"])
     sys.path[:] = state["path"]
+    if state["write_through"]:  # started unbuffered (-u is not carried over, PYTHONUNBUFFERED came back too late)
+        sys.stdout.reconfigure(write_through=True)
+        sys.stderr.reconfigure(write_through=True)
     sys.argv[1:] = state["argv"]
     runpy.run_module(state["entry"], run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":
-    carry_on(int(sys.argv[1]))
+    carry_on(int(sys.argv[1]))  # argv[2], the entry, is for `ps`: the memory file says it too

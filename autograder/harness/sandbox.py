@@ -193,12 +193,10 @@ def new_namespaces() -> None:
 
 def run_worker(confinement: Confinement, worker_socket, output: int, serve, report: Report, zygote: int) -> None:
     try:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if select.select([zygote], [], [], 0)[0]:  # the zygote died before we were tied to it
-            os._exit(1)
+        die_with(zygote)
         os.dup2(output, 1)
         os.dup2(output, 2)
-        close_all_but(worker_socket.fileno())  # one descriptor to the judge, its own, and nothing else
+        close_all_but(worker_socket.fileno(), zygote)  # then only the socket: one descriptor to the judge
         if confinement.cgroup is not None:  # while /sys is still in view
             report.attempt(MEMORY_CEILING, lambda: cgroup.join(confinement.cgroup))
         if confinement.uid is not None:
@@ -217,9 +215,11 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
                        lambda: restrict_files([*read_roots(), confinement.submission], [confinement.scratch]))
         if confinement.uid is not None:
             report.attempt("a user id of its own, no capabilities", lambda: drop_privileges(confinement.uid))
+            die_with(zygote)  # a new user id clears the death signal: set again, or a killed judge's workers live on
         else:
             report.attempt("no capabilities", drop_capabilities)
             report.missing.append("a user id of its own and a process limit (the grader must run as root)")
+        os.close(zygote)
         report.attempt(SYSTEM_CALL_FILTER, filter_system_calls)
         serve(report)
     except BaseException:  # noqa: BLE001 - before serving: its output holds it, the judge sees the worker gone
@@ -228,10 +228,20 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         os._exit(0)
 
 
-def close_all_but(keep: int) -> None:
-    """Close every descriptor above stderr except ``keep``."""
-    os.closerange(3, keep)
-    os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+def die_with(zygote: int) -> None:
+    """Be killed when the zygote ends (``zygote``: its pidfd), and with it the judge; end now if it has."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if select.select([zygote], [], [], 0)[0]:  # it died before we were tied to it
+        os._exit(1)
+
+
+def close_all_but(*keep: int) -> None:
+    """Close every descriptor above stderr except those in ``keep``."""
+    start = 3
+    for fd in sorted(keep):
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 
 
 # -- the file system view -----------------------------------------------------------------------

@@ -48,19 +48,26 @@ class ForkedChild:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
+            self._collect(os.WNOHANG)
         return self.returncode
 
     def wait(self) -> int:
         if self.returncode is None:
-            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            self._collect(0)
         return self.returncode
 
     def kill(self) -> None:
-        if self.returncode is None:
+        if self.poll() is None:  # never a signal to a pid that may have been given to another process
             os.kill(self.pid, signal.SIGKILL)
+
+    def _collect(self, options: int) -> None:
+        try:
+            pid, status = os.waitpid(self.pid, options)
+        except ChildProcessError:  # collected already, by someone else: ended all the same
+            self.returncode = -signal.SIGKILL
+            return
+        if pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
 
 
 class Zygote:

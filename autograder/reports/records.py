@@ -48,7 +48,7 @@ def upload_problems(notes: list[str]) -> list[str]:
     return [note for note in notes if not (note.endswith(EXTRA_FILE) and not note.split(": ", 1)[0].endswith(".py"))]
 
 
-def status_of(checks: list[CheckResult], reaches: list[dict], problems: list[str], error: str | None,
+def status_of(checks: list[CheckResult], reaches: list[dict], problems: list[tuple[str, str]], error: str | None,
               handed_in: bool = True) -> str:
     """``graded`` when nothing went wrong; ``not handed in``; otherwise what cost points beyond wrong answers."""
     if not handed_in:
@@ -58,14 +58,14 @@ def status_of(checks: list[CheckResult], reaches: list[dict], problems: list[str
     found: dict[str, list[str]] = {}  # "timed out": ["<module>.<function>", ...]
     failures = [problem(c.failure) for c in checks if not c.passed]
     reached = [("reaches into internals", r["file"]) for r in reaches]  # lines: the report
-    for kind, what in [*(said.partition(": ")[::2] for said in problems), *filter(None, failures), *reached]:
+    for kind, what in [*problems, *filter(None, failures), *reached]:
         if what not in found.setdefault(kind, []):
             found[kind].append(what)
     said = [f"{kind}: {', '.join(what)}" if any(what) else kind for kind, what in found.items()]
     return one_line("; ".join(said)) if said else "graded"
 
 
-def student_record(lab: Lab, student: str, run: RunResults | None, problems: list[str], notes: list[str],
+def student_record(lab: Lab, student: str, run: RunResults | None, problems: list[tuple[str, str]], notes: list[str],
                    error: str | None, seconds: float, handed_in: bool = True) -> SubmissionResult:
     """Everything the reports need about one student, from the run of their checks. A student who
     handed in nothing (``handed_in=False``), or whose checks never ran, gets 0 of the lab's real
