@@ -16,6 +16,7 @@ wait status, or null).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -85,10 +86,25 @@ def fork_trusted(root: str, worker_end: socket.socket, output_end: int) -> int:
     return pid
 
 
-def serve(control: socket.socket) -> None:
-    torch.set_num_threads(1)  # before any fork: tiny tensors, and lanes already fill the cores
+def prepare() -> None:
+    """What every worker inherits ready (done before the fork by a judge that started clean, whose
+    own checks then find it ready too)."""
+    torch.set_num_threads(1)  # tiny tensors, and lanes already fill the cores
     warm_up()
     sandbox.read_roots()  # resolved once here; every worker inherits the answer
+    # What is loaded so far lives as long as the process: out of the collector's way, so that a
+    # collection (hypothesis runs one per process, a student's code any) neither walks torch's
+    # objects nor copies the pages a worker shares with the zygote.
+    gc.freeze()
+
+
+def serve(control: socket.socket) -> None:
+    prepare()
+    answer(control)
+
+
+def answer(control: socket.socket) -> None:
+    """Fork a worker for each request on ``control``, until the judge hangs up."""
     statuses: dict[int, int] = {}
     for line in control.makefile("rb"):
         reap(statuses)
@@ -121,15 +137,16 @@ def serve(control: socket.socket) -> None:
 
 
 def serve_forked(control: socket.socket, judge: int) -> None:
-    """Serve as the zygote of ``judge``, forked from it before it read anything of its own
-    (:mod:`autograder.harness.clean_start`): keep only the control socket; write nowhere of the judge's."""
+    """Serve as the zygote of ``judge``, forked from it, prepared (:func:`prepare`), before it read
+    anything of its own (:mod:`autograder.harness.clean_start`): keep only the control socket; write
+    nowhere of the judge's."""
     tie_to(judge)
     devnull = os.open(os.devnull, os.O_RDWR)
     for stream in (0, 1, 2):
         os.dup2(devnull, stream)
     sandbox.close_all_but(control.fileno())  # the judge's waiting state among them, unread
     os.chdir(os.path.dirname(sandbox.PACKAGE))  # the kit's folder, as for a zygote of its own
-    serve(control)
+    answer(control)  # prepared before the fork
 
 
 if __name__ == "__main__":
