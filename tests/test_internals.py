@@ -1037,3 +1037,21 @@ def test_a_forked_zygotes_handle_says_ended_and_signals_nobody_once_it_is_collec
     if child.pid == 0:
         os._exit(3)
     assert child.wait() == 3 and child.poll() == 3
+
+
+def test_preparing_a_zygote_leaves_the_judges_random_state_and_freezes_what_is_loaded():
+    """A judge that started clean prepares before it forks its zygote (harness.clean_start): its own
+    random state must come out as it went in, and what was loaded must be out of the collector's way
+    (workers then share those pages, and hypothesis's collection in the judge skips them)."""
+    import gc
+
+    from autograder.harness import zygote
+
+    torch.manual_seed(7)
+    before = torch.get_rng_state()
+    try:
+        zygote.prepare()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert torch.equal(torch.get_rng_state(), before)

@@ -309,18 +309,19 @@ SIMILARITY = "autograder.reports.similarity"  # imported only for class files: c
 
 
 def load_similarity_meanwhile() -> None:
-    """Import the similarity and its libraries (0.7 s) in a thread while the lanes grade, when the batch
-    only waits. Nothing else in this process imports those; an error shows where it is imported again."""
+    """Import the similarity and its libraries (0.7 s) in a thread while the lanes grade: the batch
+    mostly waits then. Safe because nothing else in this process imports them (no module is imported
+    by two threads at once); an error shows where it is imported again (write_class_files)."""
     def load():
         with contextlib.suppress(Exception):
             importlib.import_module(SIMILARITY)
 
-    threading.Thread(target=load, daemon=True).start()
+    threading.Thread(target=load, name="import-similarity", daemon=True).start()
 
 
 def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], staged_folders: dict[str, Path]) -> None:
     """The class's grades.csv and report.html, with the near-copies among the staged submissions."""
-    similarity = importlib.import_module(SIMILARITY).similarity
+    from autograder.reports.similarity import similarity  # loaded meanwhile (SIMILARITY); waits if still loading
 
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")

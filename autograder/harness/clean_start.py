@@ -9,12 +9,13 @@ So an entry point that judges calls :func:`restart_clean` once its arguments hol
 replaces itself (``execve``: the same pid, standard streams and limits) by ``python -m
 autograder.harness.clean_start`` with the zygote's environment, what it had (environment,
 arguments, working folder, import path) waiting unread in a memory file. The clean process imports
-torch and the worker code, forks the zygote (:func:`autograder.harness.zygote.serve_forked`, which
+torch and the worker code, prepares what workers inherit (:func:`autograder.harness.zygote.prepare`:
+torch's lazy first uses, which the judge's gradient checks need too, then ``gc.freeze``), forks the zygote (:func:`autograder.harness.zygote.serve_forked`, which
 closes that file and the standard streams), and only then reads what it had back and runs its
 entry point again, as the judge, with torch imported and its zygote ready.
 
-So the judge runs with the zygote's interpreter settings: hash seed 0, no bytecode written, the
-C.UTF-8 locale; ``PYTHON*`` variables read at start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not
+So the judge runs with the zygote's interpreter settings and preparation: hash seed 0, no bytecode
+written, the C.UTF-8 locale, torch on one thread, what was loaded before the fork frozen; ``PYTHON*`` variables read at start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not
 apply to it, though it has them back for whatever it starts. Unbuffered output is restored.
 """
 
@@ -64,8 +65,8 @@ def restart_clean(entry: str) -> None:
 
 
 def carry_on(held: int) -> None:
-    """The clean process: torch and the worker code, the zygote forked, then the entry point run as
-    it was started."""
+    """The clean process: torch and the worker code, prepared, the zygote forked, then the entry point
+    run as it was started."""
     from autograder.harness import zygote  # torch and the worker code: the judge's and, forked, the zygote's
 
     zygote.prepare()  # torch's lazy first uses (sympy, for the checks' gradients too) paid once, for both

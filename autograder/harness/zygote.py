@@ -45,6 +45,11 @@ from autograder.harness import worker  # noqa: E402
 def warm_up() -> None:
     """Pay torch's lazy first-use costs once, here: the first backward with an explicit upstream
     gradient imports sympy and mpmath (0.3-0.5 s), which every forked worker would pay again."""
+    with torch.random.fork_rng(devices=[]):  # a judge that prepared before its fork keeps its random state
+        _first_uses()
+
+
+def _first_uses() -> None:
     layer = torch.nn.Linear(4, 4).double()
     x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     weights = torch.sigmoid(layer(x) @ x.transpose(-2, -1))
@@ -89,21 +94,21 @@ def fork_trusted(root: str, worker_end: socket.socket, output_end: int) -> int:
 def prepare() -> None:
     """What every worker inherits ready (done before the fork by a judge that started clean, whose
     own checks then find it ready too)."""
-    torch.set_num_threads(1)  # tiny tensors, and lanes already fill the cores
+    torch.set_num_threads(1)  # before the first operation and any fork: tiny tensors, and lanes fill the cores
     warm_up()
     sandbox.read_roots()  # resolved once here; every worker inherits the answer
-    # What is loaded so far lives as long as the process: out of the collector's way, so that a
-    # collection (hypothesis runs one per process, a student's code any) neither walks torch's
-    # objects nor copies the pages a worker shares with the zygote.
+    # What is loaded so far lives as long as the process: out of the collector's way, so that no
+    # collection walks torch's objects (in the judge, hypothesis runs one per process) nor writes
+    # to the pages a worker or the judge shares with the zygote (a worker, a student's code runs any).
     gc.freeze()
 
 
 def serve(control: socket.socket) -> None:
     prepare()
-    answer(control)
+    serve_requests(control)
 
 
-def answer(control: socket.socket) -> None:
+def serve_requests(control: socket.socket) -> None:
     """Fork a worker for each request on ``control``, until the judge hangs up."""
     statuses: dict[int, int] = {}
     for line in control.makefile("rb"):
@@ -146,7 +151,7 @@ def serve_forked(control: socket.socket, judge: int) -> None:
         os.dup2(devnull, stream)
     sandbox.close_all_but(control.fileno())  # the judge's waiting state among them, unread
     os.chdir(os.path.dirname(sandbox.PACKAGE))  # the kit's folder, as for a zygote of its own
-    answer(control)  # prepared before the fork
+    serve_requests(control)  # prepared before the fork
 
 
 if __name__ == "__main__":
