@@ -28,15 +28,16 @@ import signal
 import socket
 import sys
 
+from autograder.course import KIT_ROOT
 from autograder.harness import sandbox
-from autograder.harness.zygote_client import ForkedChild, Zygote
+from autograder.harness.zygote_client import Zygote
 
 
 def restart_clean(entry: str) -> None:
     """Have a zygote for a judge in this process. Run as ``python -m <entry>`` (no interpreter option,
     no wrapper such as a debugger, which a restart would drop), the process starts again clean and
     forks it (this call returns in the restarted process); otherwise it starts one of its own."""
-    if Zygote._shared is not None:  # started clean: its zygote is forked already
+    if Zygote.held():  # started clean: its zygote is forked already
         return
     main = getattr(sys.modules["__main__"], "__spec__", None)
     started_as_entry = main is not None and main.name == entry and \
@@ -54,7 +55,7 @@ def restart_clean(entry: str) -> None:
         os.lseek(held, 0, os.SEEK_SET)
         sys.stdout.flush()
         sys.stderr.flush()
-        os.chdir(os.path.dirname(sandbox.PACKAGE))  # where `-m autograder...` is found; the folder is given back
+        os.chdir(KIT_ROOT)  # where `-m autograder...` is found; the folder is given back
         # The entry's name too, for `ps` (the zygote's command line then says whose it is).
         os.execve(sys.executable, [sys.executable, "-m", __name__, str(held), entry], sandbox.ENVIRONMENT)
     except OSError:  # no memory file here (a seccomp profile), or no execve: a zygote of its own
@@ -79,11 +80,11 @@ def carry_on(held: int) -> None:
     if pid == 0:
         try:
             control.close()
-            zygote.serve_forked(zygote_end, judge)
+            zygote.serve_forked(zygote_end, judge, KIT_ROOT)
         finally:
             os._exit(0)
     zygote_end.close()
-    Zygote._shared = Zygote(control, ForkedChild(pid))
+    Zygote.forked(control, pid)
     with open(held, "rb") as waiting:
         state = json.loads(waiting.read())
     os.chdir(state["cwd"])

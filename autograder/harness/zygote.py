@@ -2,9 +2,10 @@
 
 Importing torch costs more than grading a submission; a worker forked from here pays it
 never. The zygote holds nothing of the judge's (no checks, no expected tensors, no
-reference, no environment: the judge starts it with :data:`autograder.harness.sandbox.ENVIRONMENT`):
-a forked worker inherits only torch and the worker code. It is started by
-:class:`autograder.harness.zygote_client.Zygote` as ``python -m autograder.harness.zygote <socket fd> <judge pid>``; each request
+reference, no environment: it runs with :data:`autograder.harness.sandbox.ENVIRONMENT`):
+a forked worker inherits only torch and the worker code. A judge that started clean forks it
+(:func:`serve_forked`, :mod:`autograder.harness.clean_start`); otherwise
+:class:`autograder.harness.zygote_client.Zygote` starts it as ``python -m autograder.harness.zygote <socket fd> <judge pid>``. Each request
 is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
 ``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
 the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.harness.sandbox.spawn`),
@@ -22,6 +23,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from autograder.harness import sandbox
 
@@ -141,7 +143,7 @@ def serve_requests(control: socket.socket) -> None:
             os.close(output_end)
 
 
-def serve_forked(control: socket.socket, judge: int) -> None:
+def serve_forked(control: socket.socket, judge: int, kit: Path) -> None:
     """Serve as the zygote of ``judge``, forked from it, prepared (:func:`prepare`), before it read
     anything of its own (:mod:`autograder.harness.clean_start`): keep only the control socket; write
     nowhere of the judge's."""
@@ -150,7 +152,7 @@ def serve_forked(control: socket.socket, judge: int) -> None:
     for stream in (0, 1, 2):
         os.dup2(devnull, stream)
     sandbox.close_all_but(control.fileno())  # the judge's waiting state among them, unread
-    os.chdir(os.path.dirname(sandbox.PACKAGE))  # the kit's folder, as for a zygote of its own
+    os.chdir(kit)  # as a zygote of its own runs
     serve_requests(control)  # prepared before the fork
 
 

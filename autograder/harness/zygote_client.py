@@ -103,6 +103,17 @@ class Zygote:
         return cls(control, proc)
 
     @classmethod
+    def forked(cls, control: socket.socket, pid: int) -> Zygote:
+        """The zygote this process forked itself (:mod:`autograder.harness.clean_start`), as the shared one."""
+        cls._shared = cls(control, ForkedChild(pid))
+        return cls._shared
+
+    @classmethod
+    def held(cls) -> bool:
+        """Does this process have a zygote already (a forked one, or one started)?"""
+        return cls._shared is not None
+
+    @classmethod
     def shared(cls) -> Zygote:
         if cls._shared is None or cls._shared.proc.poll() is not None:
             cls._shared = cls.start()
