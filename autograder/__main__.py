@@ -182,18 +182,18 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         gradebook = options.gradebook or course_gradebook()
         by_name = {lab.name: lab for lab in labs}
         for run in runs:
-            print(f"recorded the {run['lab']} points of {record(by_name[run['lab']], run['records'], gradebook)} "
+            print(f"recorded the {run.lab} points of {record(by_name[run.lab], run.records, gradebook)} "
                   f"students in {gradebook}")
     for run in runs:
-        for warning in run["warnings"]:
+        for warning in run.warnings:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
-        for problem in run["ungraded"]:
-            print(f"error: not graded: {run['lab']}: {one_line(problem)}", file=sys.stderr)
-        print(f"{run['lab']}: graded {run['graded']} submissions ({run['skipped']} unchanged, skipped) of "
-              f"{run['students']} in {run['seconds']:.1f} s; mean {run['mean']:.1f}; reports in {out / run['lab']}/ "
+        for student, why in run.ungraded.items():
+            print(f"error: not graded: {run.lab}: {student}: {one_line(why)}", file=sys.stderr)
+        print(f"{run.lab}: graded {run.graded} submissions ({run.skipped} unchanged, skipped) of "
+              f"{run.students} in {run.seconds:.1f} s; mean {run.mean:.1f}; reports in {out / run.lab}/ "
               f"(grades.csv, report.html, students/<student>/feedback.html)")
     print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
-    return 1 if any(run["ungraded"] for run in runs) else 0
+    return 1 if any(run.ungraded for run in runs) else 0
 
 
 if __name__ == "__main__":

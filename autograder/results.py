@@ -6,7 +6,8 @@ grading lane write); batch grading reads them back (:func:`read_run`) into a
 :class:`SubmissionResult`, the record every report and platform renders from (feedback,
 class report, Gradescope, Classroom, the gradebook, grades.csv), kept as ``summary.json``
 (:meth:`SubmissionResult.to_json` / :meth:`SubmissionResult.from_json`). Totals are
-properties: computed in one place, never stored apart from the checks they add up.
+properties: computed in one place, never stored apart from the checks they add up. One batch
+run over a cohort is a :class:`CohortRun`: its records and what the run itself noticed.
 
 A hidden check's result keeps its name, points and what it checks, never its message in the
 record: its inputs and expected values never reach a file a student can see.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -227,6 +229,31 @@ def read_record(folder: Path) -> SubmissionResult | None:
         return SubmissionResult.from_json(json.loads((folder / "summary.json").read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+@dataclass
+class CohortRun:
+    """One batch run of one lab over a cohort (:func:`autograder.batch.grade.grade`): every student's
+    record, how many were graded this time or skipped as unchanged, and what stopped the rest."""
+
+    lab: str
+    records: list[SubmissionResult]  # every student with a record, graded now or before
+    graded: int
+    skipped: int
+    replayed_checks: int = 0
+    ungraded: dict[str, str] = field(default_factory=dict)  # student -> why no record was written
+    warnings: list[str] = field(default_factory=list)  # limits this machine could not enforce
+    seconds: float = 0.0
+
+    @property
+    def students(self) -> int:
+        return len(self.records)
+
+    @property
+    def mean(self) -> float:
+        """The mean total of the students who handed the lab in (0 when nobody did)."""
+        handed = [r.total for r in self.records if r.handed_in]
+        return statistics.fmean(handed) if handed else 0.0
 
 
 def write_record(folder: Path, record: SubmissionResult) -> None:

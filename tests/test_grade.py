@@ -173,15 +173,15 @@ def test_a_second_run_grades_nothing_and_a_changed_file_is_graded_again(tmp_path
         shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     out = tmp_path / "out"
     first = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())  # what is graded, not how: one lane
-    assert first["graded"] == 2
+    assert first.graded == 2
     again = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
-    assert (again["graded"], again["skipped"]) == (0, 2)
+    assert (again.graded, again.skipped) == (0, 2)
     softmax = cohort / "bo" / "attention" / "softmax.py"
     softmax.write_text(softmax.read_text() + "# one more line\n")
     changed = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
-    assert (changed["graded"], changed["skipped"]) == (1, 1)
+    assert (changed.graded, changed.skipped) == (1, 1)
     forced = grade(LAB, cohort, out, jobs=1, force=True, stream=io.StringIO())
-    assert forced["graded"] == 2
+    assert forced.graded == 2
 
 
 def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):
@@ -214,7 +214,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     finished = {p.parent.name for p in out.glob("students/*/.fingerprint")}
     assert 1 <= len(finished) < 6
     resumed = grade(LAB, cohort, out, jobs=2, stream=io.StringIO())
-    assert resumed["skipped"] == len(finished) and resumed["graded"] == 6 - len(finished)
+    assert resumed.skipped == len(finished) and resumed.graded == 6 - len(finished)
     assert all(row["total"] == "100" for row in grades_table(out).values())
 
 
@@ -231,7 +231,7 @@ def test_broken_inputs_never_stop_the_batch(tmp_path):
     (helper / "conftest.py").write_text("import pytest\n")
     (helper / "document_tensors.py").write_text("raise SystemExit\n")
     run = grade(LAB, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())  # one lane meets every input
-    assert run["students"] == 4
+    assert run.students == 4
     table = grades_table(tmp_path / "out")
     assert table["empty"]["total"] == "0" and table["empty"]["status"] == "not handed in"
     assert "scores.py: larger than" in table["huge"]["notes"] and table["huge"]["status"] == "missing: scores.py"
@@ -278,11 +278,11 @@ def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
         shutil.copytree(cohort / student, backwards / f"{rank:02d}-{student}", symlinks=True)
 
     full = grade(LAB, cohort, tmp_path / "full", jobs=1, stream=io.StringIO(), replay=False)
-    assert full["replayed_checks"] == 0
+    assert full.replayed_checks == 0
     checks = len(json.loads((tmp_path / "full" / "students" / "a_reference" / "results.json").read_text())["tests"])
     for folder, run in ((cohort, "replayed"), (backwards, "replayed-backwards")):
         replayed = grade(LAB, folder, tmp_path / run, jobs=1, stream=io.StringIO())
-        assert replayed["replayed_checks"] > checks  # a whole copy of the reference, and more
+        assert replayed.replayed_checks > checks  # a whole copy of the reference, and more
         for rank, student in enumerate(reversed(students)):
             name = student if folder is cohort else f"{rank:02d}-{student}"
             mine, theirs = (json.loads(path.read_text()) for path in (
@@ -304,8 +304,8 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
 
     monkeypatch.setattr(batch, "write_student", disk_full_for_one)
     run = grade(LAB, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
-    assert [r.student for r in run["records"]] == ["b_fine"]
-    assert run["ungraded"] and run["ungraded"][0].startswith("a_full_disk: OSError")
+    assert [r.student for r in run.records] == ["b_fine"]
+    assert list(run.ungraded) == ["a_full_disk"] and run.ungraded["a_full_disk"].startswith("OSError")
 
 
 def test_bench_prints_the_reference_copies_and_the_demo_cohort():

@@ -42,13 +42,13 @@ def test_a_bad_declaration_says_what_is_wrong(tmp_path, declaration, said):
 
 def test_the_course_table_has_one_total_per_lab(tmp_path):
     from autograder.reports.records import course_csv
-    from autograder.results import CheckResult, PartResult, SubmissionResult
+    from autograder.results import CheckResult, CohortRun, PartResult, SubmissionResult
 
     def record(student: str, points: float) -> SubmissionResult:
         return SubmissionResult("lab", student, {"p": PartResult("p", 100.0, [CheckResult("p", "c", points, True)])})
 
-    runs = [{"lab": "one", "records": [record("ann", 90), record("=bob", 40.5)]},
-            {"lab": "two", "records": [record("ann", 70)]}]
+    runs = [CohortRun("one", [record("ann", 90), record("=bob", 40.5)], graded=2, skipped=0),
+            CohortRun("two", [record("ann", 70)], graded=0, skipped=1)]
     rows = list(csv.reader(io.StringIO(course_csv(runs))))
     # A lab not handed in is a missing value, not a 0, and is named in the last column.
     assert rows == [["student", "one", "two", "total", "not handed in"], ["'=bob", "40.5", "", "40.5", "two"],

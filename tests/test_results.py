@@ -10,8 +10,8 @@ import re
 from autograder.platforms.classroom import runner_results
 from autograder.platforms.gradescope import results_json
 from autograder.reports.records import grades_csv, student_record
-from autograder.results import (CheckResult, Diagnosis, Failure, FailureKind, PartResult, RunResults, SubmissionResult,
-                                read_record, read_run, write_record, write_run)
+from autograder.results import (CheckResult, CohortRun, Diagnosis, Failure, FailureKind, PartResult, RunResults,
+                                SubmissionResult, read_record, read_run, write_record, write_run)
 from autograder.limits import DEFAULTS, Limits, add_options, from_options, markdown_table
 from conftest import KIT, LAB
 
@@ -123,8 +123,20 @@ def test_a_student_who_handed_nothing_in_gets_zero_of_the_real_maximum():
     assert PartResult("p", 4.0).max_points == 4.0
 
 
+def test_a_cohorts_mean_counts_only_the_students_who_handed_in():
+    absent = student_record(LAB, "bo", None, [], [], None, 0.0, handed_in=False)
+    run = CohortRun(LAB.name, [record(), absent], graded=1, skipped=1)
+    assert (run.students, run.mean) == (2, record().total)
+    assert CohortRun(LAB.name, [absent], graded=1, skipped=0).mean == 0.0
+
+
 def test_the_readme_lists_the_limits_as_declared():
-    assert markdown_table() in (KIT / "README.md").read_text()
+    readme = (KIT / "README.md").read_text()
+    assert markdown_table() in readme
+    # The trust model names what is limited; the figures stand in the table alone, so they cannot drift.
+    trust_model = readme.split("### Trust model", 1)[1].split("**Limits.**", 1)[0]
+    figures = set(re.findall(r"\| ([\d.,]+ (?:s|MiB|GiB|bytes)) \|", markdown_table()))
+    assert figures and not [figure for figure in figures if figure in trust_model]
 
 
 def test_limits_travel_between_processes_as_generated_options():

@@ -209,9 +209,9 @@ def test_a_folder_that_cannot_be_listed_fails_its_student_alone(tmp_path, monkey
 
     monkeypatch.setattr(Path, "iterdir", iterdir)
     run = grade(LAB, tmp_path / "cohort", tmp_path / "out" / LAB.name, jobs=1, stream=io.StringIO())
-    assert run["ungraded"] == []
+    assert run.ungraded == {}
     row = table((tmp_path / "out" / LAB.name / "grades.csv").read_bytes())["a_locked"]
     assert row["status"] == "error: attention/ could not be read (permission denied): not graded", row
-    assert row["total"] == "0" and str(tmp_path) not in json.dumps([r.to_json() for r in run["records"]])
+    assert row["total"] == "0" and str(tmp_path) not in json.dumps([r.to_json() for r in run.records])
     assert (tmp_path / "out" / LAB.name / "report.html").is_file()
     assert (tmp_path / "out" / LAB.name / "students" / "a_locked" / "feedback.html").is_file()

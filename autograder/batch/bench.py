@@ -53,8 +53,8 @@ def timed_grade(lab: Lab, copies: int, jobs: int, work: Path, replay: bool = Tru
     with open(os.devnull, "w") as quiet:
         run = grade(lab, submissions, work / f"grades{name}", jobs=jobs, force=True, stream=quiet, replay=replay)
     elapsed = time.perf_counter() - started
-    assert mixed or run["mean"] == lab.max_points, f"the reference solution scored {run['mean']} on average"
-    return elapsed, run["replayed_checks"]
+    assert mixed or run.mean == lab.max_points, f"the reference solution scored {run.mean} on average"
+    return elapsed, run.replayed_checks
 
 
 def torch_import_seconds(repeats: int = 5) -> float:

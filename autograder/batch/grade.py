@@ -28,7 +28,6 @@ import os
 import queue
 import shutil
 import stat
-import statistics
 import sys
 import tempfile
 import threading
@@ -46,7 +45,7 @@ from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
 from autograder.reports.feedback import feedback_html, feedback_markdown
 from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
-from autograder.results import SubmissionResult, read_record, read_run, write_record
+from autograder.results import CohortRun, SubmissionResult, read_record, read_run, write_record
 from autograder.text import one_line
 
 FINGERPRINT = ".fingerprint"
@@ -331,9 +330,9 @@ def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], stag
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
-          limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True) -> dict:
+          limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
-    summary of the run. ``replay=False`` runs every check in full (see :mod:`autograder.judge.replay`);
+    run (every student's record, and who could not be graded). ``replay=False`` runs every check in full (see :mod:`autograder.judge.replay`);
     ``class_files=False`` writes the students' folders only: no grades.csv, report.html or similarity
     (a Gradescope upload, a cohort of one whose class report nobody reads)."""
     started = time.monotonic()
@@ -355,14 +354,11 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
             write_class_files(lab, out, records, staged_folders)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return {"lab": lab.name, "graded": len(todo), "skipped": len(cohort) - len(todo), "students": len(records),
-            "replayed_checks": lanes.replayed, "ungraded": [f"{student}: {why}" for student, why in lanes.ungraded.items()],
-            "seconds": time.monotonic() - started, "warnings": sorted(lanes.warnings),
-            "mean": statistics.fmean(handed) if (handed := [r.total for r in records if r.handed_in]) else 0.0,
-            "records": records}
+    return CohortRun(lab.name, records, len(todo), len(cohort) - len(todo), lanes.replayed, lanes.ungraded,
+                     sorted(lanes.warnings), time.monotonic() - started)
 
 
-def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> list[dict]:
+def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> list[CohortRun]:
     """Grade every lab of ``labs`` the cohort handed in, each into ``out/<lab>/``, and write the
     course's ``out/grades.csv``: one row per student, one total per lab."""
     runs = [grade(lab, submissions, out / lab.name, **options) for lab in labs_submitted(labs, submissions)]

@@ -11,7 +11,8 @@ import csv
 import io
 
 from autograder.lab import Lab
-from autograder.results import NOT_HANDED_IN, CheckResult, Failure, FailureKind, RunResults, SubmissionResult
+from autograder.results import (NOT_HANDED_IN, CheckResult, CohortRun, Failure, FailureKind, RunResults,
+                                SubmissionResult)
 from autograder.text import csv_cell, one_line
 
 # Failure kinds that cost points beyond a wrong answer, as the status column names them.
@@ -96,13 +97,13 @@ def grades_csv(lab: Lab, records: list[SubmissionResult]) -> str:
     return out.getvalue()
 
 
-def course_csv(runs: list[dict]) -> str:
+def course_csv(runs: list[CohortRun]) -> str:
     """The course's table: one row per student, one total per lab graded, empty for a lab not handed
     in (a spreadsheet's missing value, not a 0), then the total of what was handed in and the labs
     not handed in."""
-    labs = [run["lab"] for run in runs]
-    totals = {(run["lab"], record.student): record.total if record.handed_in else None
-              for run in runs for record in run["records"]}
+    labs = [run.lab for run in runs]
+    totals = {(run.lab, record.student): record.total if record.handed_in else None
+              for run in runs for record in run.records}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["student", *labs, "total", NOT_HANDED_IN])
