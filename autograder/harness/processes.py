@@ -131,12 +131,13 @@ class WorkerProcess:
                 remaining -= len(chunk)
         return b"".join(chunks)
 
-    def ending(self) -> dict:
+    def ending(self, grace: float) -> dict:
         """How the worker ended, as :class:`Failure` fields: ``signal``, ``exit_code`` or, when the
-        kernel stopped it at its memory ceiling, kind ``memory``; empty when it is still running."""
+        kernel stopped it at its memory ceiling, kind ``memory``; empty when it is still running
+        ``grace`` seconds from now (its channel closes a moment before the kernel reports it ended)."""
         if self.cgroup is not None and self.cgroup.oom_killed():
             return {"kind": FailureKind.MEMORY}
-        if self.pidfd is None or not select.select([self.pidfd], [], [], 1.0)[0]:
+        if self.pidfd is None or not select.select([self.pidfd], [], [], grace)[0]:
             return {}
         status = self.zygote.status_of(self.pid)
         if status is None:

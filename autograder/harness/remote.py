@@ -332,7 +332,8 @@ class RemoteCode:
 
     def _crashed(self, where: str, exc: Exception):
         worker = self._shared.worker
-        ending = worker.ending() if worker else {}
+        # A worker that wrote garbage is still running: waiting for its end would only cost time.
+        ending = worker.ending(0.0 if isinstance(exc, CodecError) else 1.0) if worker else {}
         tail = worker.output_tail() if worker else ""
         self.close()
         detail = f"\n--- output before it stopped ---\n{printable(tail)}" if tail else ""
