@@ -5,7 +5,6 @@ import re
 import subprocess
 
 import pytest
-from nbgrader.preprocessors import ClearSolutions
 
 from autograder.authoring.release import build, kit_files
 from autograder.course import course_config, hidden_line_ranges, solution_line_ranges
@@ -91,6 +90,8 @@ def test_no_model_answer_reaches_the_release(lab):
 
 
 def test_stubs_use_the_course_stub_text(lab):
+    from nbgrader.preprocessors import ClearSolutions  # 1.7 s to import: paid here, not by every worker's collection
+
     stub = ClearSolutions(config=course_config()).code_stub["python"]
     stub_lines = [line.strip() for line in stub.split("\n")]
     for module in lab.release.glob("*.py"):

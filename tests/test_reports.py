@@ -242,8 +242,8 @@ def test_a_diagnosis_is_explained_once():
 @pytest.fixture(scope="session")
 def cohort_reports(tmp_path_factory):
     """A small cohort graded: two demo students' own work, the second's heads.py a renamed copy of the
-    first's (chen, gus); one with a mistake that draws a picture (tril for triu) and one that loops
-    forever in one function, both on the reference's code; and one who handed nothing in. Graded
+    first's (chen, gus); one with a mistake that draws a picture (tril for triu) and one whose dropout
+    loops forever on one input (p = 0.3), both on the reference's code; and one who handed nothing in. Graded
     once per test run; tests only read it."""
     def build(root):
         cohort = root / "cohort"
@@ -255,7 +255,8 @@ def cohort_reports(tmp_path_factory):
         masking = cohort / "cy" / "attention" / "masking.py"
         masking.write_text(masking.read_text().replace("torch.triu(", "torch.tril("))
         dropout = cohort / "dee" / "attention" / "dropout.py"
-        dropout.write_text(dropout.read_text().replace('    """\n', '    """\n    import time\n    while True:\n        time.sleep(1)\n', 1))
+        dropout.write_text(dropout.read_text().replace(  # on one input: one check's time-out, not every call's
+            '    """\n', '    """\n    import time\n    while p == 0.3:\n        time.sleep(1)\n', 1))
         (cohort / "eve").mkdir()  # a student of the course without an attention/ folder
         grade(LAB, cohort, root / "out", jobs=2, stream=io.StringIO(), limits=Limits(call_timeout=1.0))  # dee loops
 

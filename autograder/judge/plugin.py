@@ -70,7 +70,10 @@ def checks_command_line(checks, submission, part: str | None, results_json: str 
     # --tb=native: pytest's own styles parse the source of every frame of a failure's traceback
     # (about 30 ms a failure; most of a lane's time on a cohort with stubs), and a check's failure
     # message replaces that text anyway (pytest_runtest_makereport); native only reads lines.
-    args = [str(checks), "-p", "autograder.judge.plugin", "-p", "no:cacheprovider", "--rootdir", str(checks),
+    # Only the plugins named here: one installed beside the kit (xdist, anyio, ...) is not loaded into
+    # the judge, whose hooks run on every check (and entry points are not scanned per submission).
+    args = [str(checks), "--disable-plugin-autoload", "-p", "hypothesispytest", "-p", "autograder.judge.plugin",
+            "-p", "no:cacheprovider", "--rootdir", str(checks),
             "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
             "--tb=native", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if part:
