@@ -51,6 +51,23 @@ def submission_with(tmp_path: Path, replacements: dict[str, str | None], lab: La
     return folder
 
 
+def read_notebook(path: Path):
+    # nbformat costs a second to import (jsonschema's format checkers build a grammar): imported by
+    # the tests that read notebooks, not by every xdist worker's collection.
+    import nbformat
+
+    return nbformat.read(path, as_version=4)
+
+
+def executed_notebook(path: Path):
+    """The notebook at ``path`` run top to bottom in a real Jupyter kernel (nbclient), in its folder."""
+    from nbclient import NotebookClient
+
+    notebook = read_notebook(path)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    return notebook
+
+
 def once_per_run(tmp_path_factory, name: str, build) -> Path:
     """A folder ``build(folder)`` fills once per test run, whichever xdist worker asks first: the
     others wait on its lock and reuse it (pytest-xdist's recipe for session data computed once)."""

@@ -6,11 +6,9 @@ import shutil
 import subprocess
 import sys
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from conftest import KIT
+from conftest import KIT, executed_notebook
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -62,9 +60,7 @@ def test_a_new_lab_grades_full_marks_nothing_and_names_its_misconception(kit, tm
 
 
 def test_a_new_lab_notebook_runs_on_the_solutions(kit):
-    folder = kit / "solutions" / "demo"
-    notebook = nbformat.read(folder / "demo_lab.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    notebook = executed_notebook(kit / "solutions" / "demo" / "demo_lab.ipynb")
     shown = "".join(out.get("text", "") + out.get("data", {}).get("text/plain", "")
                     for cell in notebook.cells for out in cell.get("outputs", []))
     assert shown.count("✓ ") == 3 and "does not match" not in shown

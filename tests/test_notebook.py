@@ -6,11 +6,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from autograder.judge.misconceptions import load_catalogue
+from conftest import executed_notebook, read_notebook
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -53,9 +52,7 @@ class Run:
 
 
 def execute(folder, name) -> Run:
-    notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(folder)}}).execute()
+    notebook = executed_notebook(folder / f"{name}.ipynb")
     text, figures, errors, verdicts, pictured = "", 0, [], [], []
     for cell in (c for c in notebook.cells if c.cell_type == "code"):
         last_verdict = None
@@ -94,7 +91,7 @@ def test_release_notebook_runs_to_the_end_on_stubs(lab, expected):
 def test_opening_cell_holds_no_helper_code(lab):
     """The helpers live in tests/notebook_helpers.py (copied by the release); the first code cell only sets up."""
     for folder in (lab.source, lab.release):
-        notebook = nbformat.read(folder / f"{lab.notebook}.ipynb", as_version=4)
+        notebook = read_notebook(folder / f"{lab.notebook}.ipynb")
         setup = next(cell for cell in notebook.cells if cell.cell_type == "code")
         assert "def " not in setup.source and "from notebook_helpers import" in setup.source
     assert (lab.release / "tests" / "notebook_helpers.py").is_file()
@@ -103,7 +100,7 @@ def test_opening_cell_holds_no_helper_code(lab):
 
 def test_written_questions_are_manually_graded_answer_cells(lab, expected):
     for folder, answered in ((lab.source, True), (lab.release, False)):
-        notebook = nbformat.read(folder / f"{lab.notebook}.ipynb", as_version=4)
+        notebook = read_notebook(folder / f"{lab.notebook}.ipynb")
         answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in notebook.cells
                    if cell.metadata.get("nbgrader", {}).get("solution") and cell.cell_type == "markdown"}
         assert set(answers) == expected.questions
