@@ -188,7 +188,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         for warning in run.warnings:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
         for student, why in run.ungraded.items():
-            print(f"error: not graded: {run.lab}: {student}: {one_line(why)}", file=sys.stderr)
+            print(f"error: not graded: {run.lab}: {one_line(student)}: {one_line(why)}", file=sys.stderr)
         print(f"{run.lab}: graded {run.graded} submissions ({run.skipped} unchanged, skipped) of "
               f"{run.students} in {run.seconds:.1f} s; mean {run.mean:.1f}; reports in {out / run.lab}/ "
               f"(grades.csv, report.html, students/<student>/feedback.html)")

@@ -11,6 +11,7 @@ import torch
 
 from autograder.harness.recording import Recording
 from autograder.harness.remote import RemoteCode, StudentError
+from autograder.judge.plugin import PLUGINS
 from autograder.judge.replay import RUNS_PER_CHECK, Replays
 from conftest import KIT, SOLUTIONS, submission_with
 
@@ -136,7 +137,7 @@ def test_property_examples_do_not_depend_on_where_the_checks_run(tmp_path):
     for extra, ci in (([], {}), (["-p", "many_constants"], {}), ([], {"CI": "true"})):
         out = tmp_path / f"drawn{len(drawn)}.json"
         env = {**local, **ci, "PYTHONPATH": f"{KIT}{os.pathsep}{tmp_path}", "DRAWN_TO": str(out)}
-        subprocess.run([sys.executable, "-m", "pytest", str(checks / "test_draws.py"), "-p", "autograder.judge.plugin",
+        subprocess.run([sys.executable, "-m", "pytest", str(checks / "test_draws.py"), *PLUGINS,
                         "-p", "no:cacheprovider", "-q", *extra], cwd=tmp_path, env=env, check=True,
                        capture_output=True, timeout=300)
         drawn.append(json.loads(out.read_text()))

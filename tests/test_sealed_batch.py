@@ -215,3 +215,19 @@ def test_a_folder_that_cannot_be_listed_fails_its_student_alone(tmp_path, monkey
     assert row["total"] == "0" and str(tmp_path) not in json.dumps([r.to_json() for r in run.records])
     assert (tmp_path / "out" / LAB.name / "report.html").is_file()
     assert (tmp_path / "out" / LAB.name / "students" / "a_locked" / "feedback.html").is_file()
+
+
+def test_make_grade_names_an_ungraded_student_inert_on_the_terminal(tmp_path, monkeypatch, capsys):
+    import autograder.__main__ as entry
+    import autograder.batch.grade as batch
+    from autograder.results import CohortRun
+
+    hostile = "a\x1b]0;owned\x07\u202egpj.exe\nerror: not graded: nobody"
+    monkeypatch.setattr(batch, "grade_course", lambda *args, **options: [CohortRun(
+        LAB.name, [], graded=1, skipped=0, ungraded={hostile: "OSError: [Errno 28] No space left\non device"})])
+    (tmp_path / "cohort").mkdir()
+    assert entry.main(["grade", "--lab", LAB.name, "--submissions", str(tmp_path / "cohort"),
+                       "--out", str(tmp_path / "out")]) == 1
+    said = capsys.readouterr().err
+    assert_inert("make grade's error line", said.encode())
+    assert said.count("\n") == 1 and said.startswith(f"error: not graded: {LAB.name}: a\\x1b]0;owned")

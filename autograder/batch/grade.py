@@ -354,8 +354,8 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
             write_class_files(lab, out, records, staged_folders)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return CohortRun(lab.name, records, len(todo), len(cohort) - len(todo), lanes.replayed, lanes.ungraded,
-                     sorted(lanes.warnings), time.monotonic() - started)
+    return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo), replayed_checks=lanes.replayed,
+                     ungraded=lanes.ungraded, warnings=sorted(lanes.warnings), seconds=time.monotonic() - started)
 
 
 def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> list[CohortRun]:

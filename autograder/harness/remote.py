@@ -332,8 +332,9 @@ class RemoteCode:
 
     def _crashed(self, where: str, exc: Exception):
         worker = self._shared.worker
-        # A worker that wrote garbage is still running: waiting for its end would only cost time.
-        ending = worker.ending(0.0 if isinstance(exc, CodecError) else 1.0) if worker else {}
+        # A protocol break is reported as such however the worker ended (only a memory kill, read
+        # without waiting, comes first): waiting for its end would only spend the module's budget.
+        ending = (worker.ending(0.0) if isinstance(exc, CodecError) else worker.ending()) if worker else {}
         tail = worker.output_tail() if worker else ""
         self.close()
         detail = f"\n--- output before it stopped ---\n{printable(tail)}" if tail else ""

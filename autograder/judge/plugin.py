@@ -64,16 +64,19 @@ def use_grading_examples() -> None:
     providers._get_local_constants = lambda: NO_LOCAL_CONSTANTS
 
 
+# The judge's pytest plugins, and only these: one installed beside the kit (xdist, anyio, ...) is
+# neither imported nor hooked into every check. The judge's first, then hypothesis's (the order
+# autoloading gave them).
+PLUGINS = ("--disable-plugin-autoload", "-p", "autograder.judge.plugin", "-p", "hypothesispytest")
+
+
 def checks_command_line(checks, submission, part: str | None, results_json: str | None,
                 reference: str | None = None) -> list[str]:
     """The pytest command line that runs ``checks`` against ``submission``."""
     # --tb=native: pytest's own styles parse the source of every frame of a failure's traceback
     # (about 30 ms a failure; most of a lane's time on a cohort with stubs), and a check's failure
     # message replaces that text anyway (pytest_runtest_makereport); native only reads lines.
-    # Only the plugins named here: one installed beside the kit (xdist, anyio, ...) is not loaded into
-    # the judge, whose hooks run on every check (and entry points are not scanned per submission).
-    args = [str(checks), "--disable-plugin-autoload", "-p", "hypothesispytest", "-p", "autograder.judge.plugin",
-            "-p", "no:cacheprovider", "--rootdir", str(checks),
+    args = [str(checks), *PLUGINS, "-p", "no:cacheprovider", "--rootdir", str(checks),
             "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
             "--tb=native", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if part:
