@@ -14,9 +14,9 @@ torch's lazy first uses, which the judge's gradient checks need too, then ``gc.f
 closes that file and the standard streams), and only then reads what it had back and runs its
 entry point again, as the judge, with torch imported and its zygote ready.
 
-So the judge runs with the zygote's interpreter settings and preparation: hash seed 0, no bytecode
-written, the C.UTF-8 locale, torch on one thread, what was loaded before the fork frozen; ``PYTHON*`` variables read at start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not
-apply to it, though it has them back for whatever it starts. Unbuffered output is restored.
+So the judge runs with the zygote's interpreter settings and preparation: hash seed 0, the C.UTF-8 locale, torch on one thread, what was loaded before the fork frozen; ``PYTHON*`` variables read at start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not
+apply to it, though it has them back for whatever it starts. Unbuffered output and whether bytecode is
+written are restored.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def restart_clean(entry: str) -> None:
         Zygote.shared()
         return
     state = json.dumps({"entry": entry, "argv": sys.argv[1:], "environ": dict(os.environ), "cwd": os.getcwd(),
-                        "path": sys.path, "write_through": getattr(sys.stdout, "write_through", False)}).encode()
+                        "path": sys.path, "write_through": getattr(sys.stdout, "write_through", False),
+                        "dont_write_bytecode": sys.dont_write_bytecode}).encode()
     here, held = os.getcwd(), None
     try:
         held = os.memfd_create("autograder-judge", 0)  # inherited across execve; read only after the fork
@@ -94,6 +95,10 @@ def carry_on(held: int) -> None:
     if state["write_through"]:  # started unbuffered (-u is not carried over, PYTHONUNBUFFERED came back too late)
         sys.stdout.reconfigure(write_through=True)
         sys.stderr.reconfigure(write_through=True)
+    # The judge caches the bytecode of what it imports as its caller would (its modules, the checks'
+    # rewritten asserts): compiled again in every judge, they cost about 0.1 s. The zygote and the
+    # workers, forked before this, write none.
+    sys.dont_write_bytecode = state["dont_write_bytecode"]
     sys.argv[1:] = state["argv"]
     runpy.run_module(state["entry"], run_name="__main__", alter_sys=True)
 
