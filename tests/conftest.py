@@ -52,8 +52,8 @@ def submission_with(tmp_path: Path, replacements: dict[str, str | None], lab: La
 
 
 def read_notebook(path: Path):
-    # nbformat costs a second to import (jsonschema's format checkers build a grammar): imported by
-    # the tests that read notebooks, not by every xdist worker's collection.
+    """The notebook at ``path``. nbformat costs a second to import (jsonschema's format checkers build a
+    grammar): imported by the tests that read notebooks, not by every xdist worker's collection."""
     import nbformat
 
     return nbformat.read(path, as_version=4)
@@ -64,7 +64,8 @@ def executed_notebook(path: Path):
     from nbclient import NotebookClient
 
     notebook = read_notebook(path)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
     return notebook
 
 

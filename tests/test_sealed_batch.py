@@ -24,6 +24,7 @@ from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
 from autograder.reports.feedback import feedback_html, feedback_markdown
 from autograder.reports.records import grades_csv, student_record
+from autograder.results import CohortRun
 from conftest import LAB, RELEASE, SOLUTIONS
 from test_boundary import run_grade
 
@@ -220,7 +221,6 @@ def test_a_folder_that_cannot_be_listed_fails_its_student_alone(tmp_path, monkey
 def test_make_grade_names_an_ungraded_student_inert_on_the_terminal(tmp_path, monkeypatch, capsys):
     import autograder.__main__ as entry
     import autograder.batch.grade as batch
-    from autograder.results import CohortRun
 
     hostile = "a\x1b]0;owned\x07\u202egpj.exe\nerror: not graded: nobody"
     monkeypatch.setattr(batch, "grade_course", lambda *args, **options: [CohortRun(

@@ -332,8 +332,8 @@ def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], stag
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
-    run (every student's record, and who could not be graded). ``replay=False`` runs every check in full (see :mod:`autograder.judge.replay`);
-    ``class_files=False`` writes the students' folders only: no grades.csv, report.html or similarity
+    run (every student's record, and who could not be graded). ``replay=False`` runs every check in
+    full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only: no grades.csv, report.html or similarity
     (a Gradescope upload, a cohort of one whose class report nobody reads)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
@@ -354,8 +354,9 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
             write_class_files(lab, out, records, staged_folders)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo), replayed_checks=lanes.replayed,
-                     ungraded=lanes.ungraded, warnings=sorted(lanes.warnings), seconds=time.monotonic() - started)
+    return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo),
+                     replayed_checks=lanes.replayed, ungraded=lanes.ungraded, warnings=sorted(lanes.warnings),
+                     seconds=time.monotonic() - started)
 
 
 def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> list[CohortRun]:

@@ -10,13 +10,15 @@ replaces itself (``execve``: the same pid, standard streams and limits) by ``pyt
 autograder.harness.clean_start`` with the zygote's environment, what it had (environment,
 arguments, working folder, import path) waiting unread in a memory file. The clean process imports
 torch and the worker code, prepares what workers inherit (:func:`autograder.harness.zygote.prepare`:
-torch's lazy first uses, which the judge's gradient checks need too, then ``gc.freeze``), forks the zygote (:func:`autograder.harness.zygote.serve_forked`, which
-closes that file and the standard streams), and only then reads what it had back and runs its
-entry point again, as the judge, with torch imported and its zygote ready.
+torch's lazy first uses, which the judge's gradient checks need too, then ``gc.freeze``), forks the
+zygote (:func:`autograder.harness.zygote.serve_forked`, which closes that file and the standard
+streams), and only then reads what it had back and runs its entry point again, as the judge, with
+torch imported and its zygote ready.
 
-So the judge runs with the zygote's interpreter settings and preparation: hash seed 0, the C.UTF-8 locale, torch on one thread, what was loaded before the fork frozen; ``PYTHON*`` variables read at start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not
-apply to it, though it has them back for whatever it starts. Unbuffered output and whether bytecode is
-written are restored.
+So the judge runs with the zygote's interpreter settings and preparation: hash seed 0, the C.UTF-8
+locale, torch on one thread, what was loaded before the fork frozen; ``PYTHON*`` variables read at
+start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not apply to it, though it has them back for
+whatever it starts. Unbuffered output and whether bytecode is written are restored.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ never. The zygote holds nothing of the judge's (no checks, no expected tensors, 
 reference, no environment: it runs with :data:`autograder.harness.sandbox.ENVIRONMENT`):
 a forked worker inherits only torch and the worker code. A judge that started clean forks it
 (:func:`serve_forked`, :mod:`autograder.harness.clean_start`); otherwise
-:class:`autograder.harness.zygote_client.Zygote` starts it as ``python -m autograder.harness.zygote <socket fd> <judge pid>``. Each request
+:class:`autograder.harness.zygote_client.Zygote` starts it as
+``python -m autograder.harness.zygote <socket fd> <judge pid>``. Each request
 is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
 ``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
 the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.harness.sandbox.spawn`),

@@ -33,8 +33,12 @@ def course_gradebook() -> str:
 def recorded_cells(lab: Lab, db_url: str) -> set[str]:
     """The names of the lab's notebook cells the gradebook holds; none where there is no database yet
     (nbgrader's API would create it by running ``alembic``, which its commands find and it may not)."""
-    if not inspect(create_engine(db_url)).get_table_names():
-        return set()
+    engine = create_engine(db_url)
+    try:
+        if not inspect(engine).get_table_names():
+            return set()
+    finally:
+        engine.dispose()
     with Gradebook(db_url) as gb:
         try:
             return {cell.name for cell in gb.find_notebook(lab.notebook, lab.name).task_cells}
