@@ -2,7 +2,8 @@
 
 Each attack is a submission graded by the real command line (``python -m autograder grade
 --jobs 1``) in the same lane as, and *before*, an honest twin (the reference solution):
-student folders are graded in name order, so ``a_...`` goes first. Each test would fail on
+student folders are graded in name order, so ``a_...`` goes first. The attacks that need no
+limit or process of their own share one such cohort, graded once (``attacked``). Each test would fail on
 the kit before these defences: the attacker reached the next fork, the batch was killed, a
 survivor killed later workers, the judge held gigabytes, secrets and /etc/shadow reached the
 feedback, escapes reached the terminal and CSV, and names collided.
@@ -11,7 +12,6 @@ feedback, escapes reached the terminal and CSV, and names collided.
 import fcntl
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -26,17 +26,17 @@ import pytest
 from autograder.batch.lane import Lane
 from autograder.harness import cgroup, sandbox
 from autograder.limits import DEFAULTS
-from conftest import KIT, LAB, SOLUTIONS, grades_table
+from conftest import KIT, LAB, SOLUTIONS, grades_table, once_per_run
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 HONEST = "b_honest"
 
 
-def cohort_with(tmp_path: Path, attacker: str, modules: dict[str, str]) -> Path:
-    """A cohort of two: ``attacker`` (the reference with ``modules`` replaced) and an honest twin."""
+def cohort_with(tmp_path: Path, attackers: dict[str, dict[str, str]]) -> Path:
+    """The ``attackers`` (each the reference with some modules replaced) and an honest twin."""
     cohort = tmp_path / "cohort"
-    for student, replaced in ((attacker, modules), (HONEST, {})):
+    for student, replaced in {**attackers, HONEST: {}}.items():
         folder = cohort / student / "attention"
         folder.mkdir(parents=True)
         for module in SOLUTIONS.glob("*.py"):
@@ -56,6 +56,54 @@ def run_grade(cohort: Path, out: Path, env: dict | None = None, own_pid_namespac
         command = ["unshare", "--pid", "--fork", "--mount-proc", *command]
     return subprocess.run(command, cwd=KIT, capture_output=True, text=True, timeout=900, start_new_session=True,
                           env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="session")
+def attacked(tmp_path_factory) -> tuple[Path, dict]:
+    """The attacks graded with the default limits, in one cohort, once per run (a lane's start costs
+    more than two students): each attacker (the tests below say which) before the honest twin in one
+    lane, with a secret in the grader's environment. Returns the reports' folder and the run: its
+    exit code and output, and what was measured right after it (the grader's peak memory, surviving
+    processes, shared memory segments left)."""
+    def build(shared):
+        masking = (SOLUTIONS / "masking.py").read_text()
+        snoop = SNOOP % {"kit": str(KIT / "source" / "attention" / "tests" / "points.toml")}
+        cohort = cohort_with(shared, {
+            NAME: {"softmax": INJECTOR},
+            "a_hog": {"softmax": HOG, "masking": masking + HEADER},
+            "a_lister": {}, "a_reader": {},
+            "a_outside": {"scores": OUTSIDE},
+            # In masking.py, a part without a ban: code reading os.environ gets no call of a part with one.
+            "a_snoop": {"masking": masking + snoop},
+            "a_survivor": {"scores": SURVIVOR},
+        })
+        for student, target in (("a_reader", SOLUTIONS),  # the reference, graded as one's own
+                                ("a_lister", KIT / "source" / "attention" / "tests")):  # names of hidden files
+            shutil.rmtree(cohort / student / "attention")
+            (cohort / student / "attention").symlink_to(target)
+        # run_grade's command, waited for with wait4: the peak memory of this run's processes alone (this
+        # worker's RUSAGE_CHILDREN holds every grading it ran before, a memory hog's workers too).
+        command = [sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out",
+                   str(shared / "out"), "--jobs", "1", "--force"]
+        with open(shared / "stdout", "w+") as stdout, open(shared / "stderr", "w+") as stderr:
+            grading = subprocess.Popen(command, cwd=KIT, stdout=stdout, stderr=stderr, start_new_session=True,
+                                       env={**os.environ, "GRADER_SECRET": "hunter2-7f3a"})
+            _, status, usage = os.wait4(grading.pid, 0)
+            grading.returncode = os.waitstatus_to_exitcode(status)
+        segments = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+        (shared / "run.json").write_text(json.dumps({
+            "returncode": grading.returncode, "stdout": (shared / "stdout").read_text(),
+            "stderr": (shared / "stderr").read_text(), "peak_mib": usage.ru_maxrss / 1024, "survivors": survivors(),
+            "segments": [line for line in segments if line.split()[3] == "7340033"]}))
+
+    shared = once_per_run(tmp_path_factory, "boundary-cohort", build)
+    run = json.loads((shared / "run.json").read_text())
+    assert run["returncode"] == 0, run["stderr"][-3000:]
+    table = grades_table(shared / "out" / LAB.name)
+    for student in table.keys() - {HONEST, "a_lister", "a_reader"}:  # whatever one attacker did, the next was unharmed
+        assert all(float(table[student][part]) == LAB.part(part).weight for part in ("projections", "dropout")), \
+            table[student]
+    return shared / "out", run
 
 
 def feedback(out: Path, student: str) -> str:
@@ -110,7 +158,7 @@ def attention_scores_loop(inputs):
 
 def test_a_worker_holds_one_descriptor_and_a_forged_fork_answer_hurts_only_its_forger(tmp_path):
     out = tmp_path / "out"
-    run = run_grade(cohort_with(tmp_path, "a_forger", {"scores": FORGER}), out, own_pid_namespace=True)
+    run = run_grade(cohort_with(tmp_path, {"a_forger": {"scores": FORGER}}), out, own_pid_namespace=True)
     assert run.returncode == 0, run.stderr[-3000:]
     assert_honest_twin_unharmed(out)
     # 0, 1 and 2 (output: a pipe), and one socket: the worker's own, to the judge.
@@ -156,14 +204,10 @@ def survivors(name: str = "survivor-7f3a") -> list[int]:
     return found
 
 
-def test_nothing_a_submission_starts_outlives_its_grading(tmp_path):
-    out = tmp_path / "out"
-    run = run_grade(cohort_with(tmp_path, "a_survivor", {"scores": SURVIVOR}), out)
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_nothing_a_submission_starts_outlives_its_grading(attacked):
+    out, run = attacked  # a_survivor
     assert_honest_twin_unharmed(out)
-    assert survivors() == []
-    segments = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
-    assert not [line for line in segments if line.split()[3] == "7340033"], segments
+    assert run["survivors"] == [] and run["segments"] == []
 
 
 # A killed judge takes its workers along: the zygote dies with it, and a worker with it, also under a
@@ -184,7 +228,7 @@ def attention_scores(inputs):
 
 
 def test_a_killed_judge_takes_its_workers_along(tmp_path):
-    submission = cohort_with(tmp_path, "a_sleeper", {"scores": SLEEPER}) / "a_sleeper" / "attention"
+    submission = cohort_with(tmp_path, {"a_sleeper": {"scores": SLEEPER}}) / "a_sleeper" / "attention"
     judge = subprocess.Popen([sys.executable, "-m", "autograder", "check", "--checks", str(LAB.checks), "--part",
                               "scores", "--submission", str(submission)], cwd=KIT, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
@@ -225,15 +269,10 @@ def causal_mask(num_tokens):
 """
 
 
-def test_the_judge_holds_a_bounded_amount_of_what_a_submission_sends(tmp_path):
-    out = tmp_path / "out"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    masking = (SOLUTIONS / "masking.py").read_text() + HEADER
-    run = run_grade(cohort_with(tmp_path, "a_hog", {"softmax": HOG, "masking": masking}), out)
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_the_judge_holds_a_bounded_amount_of_what_a_submission_sends(attacked):
+    out, run = attacked  # a_hog
     assert_honest_twin_unharmed(out)
-    peak_mib = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    assert peak_mib < 3 * 1024, f"a process of the grader reached {peak_mib:.0f} MiB"
+    assert run["peak_mib"] < 3 * 1024, f"a process of the grader reached {run['peak_mib']:.0f} MiB"
     said = feedback(out, "a_hog")
     assert "more than the 64 MiB one call may return" in said
     assert "is over the limit" in said  # the raw header: refused before anything else is read
@@ -246,6 +285,8 @@ CROWD = """
 import os, time
 
 def attention_scores(inputs):
+    if tuple(inputs.shape) != (6, 3):  # crowds on the document's inputs only: gigabytes once, not on every call
+        return inputs @ inputs.transpose(-2, -1)
     children = []
     for _ in range(12):  # 12 x 512 MiB: each under the per-process limit, together 6 GiB
         readable, writable = os.pipe()
@@ -268,7 +309,7 @@ def attention_scores(inputs):
 def test_a_workers_processes_together_stay_under_one_memory_ceiling(tmp_path):
     out = tmp_path / "out"
     # Gigabytes of pages and OOM kills take longer than the usual 10 s on a busy machine.
-    run = run_grade(cohort_with(tmp_path, "a_crowd", {"scores": CROWD}), out, None, False, "--call-timeout", "60")
+    run = run_grade(cohort_with(tmp_path, {"a_crowd": {"scores": CROWD}}), out, None, False, "--call-timeout", "60")
     assert run.returncode == 0, run.stderr[-3000:]
     assert_honest_twin_unharmed(out)
     said = feedback(out, "a_crowd")
@@ -282,7 +323,7 @@ def test_judges_in_pid_namespaces_of_their_own_never_share_a_worker_cgroup(tmp_p
     of each still gets a memory cgroup of its own."""
     command = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "autograder", "grade",
                "--jobs", "1", "--force"]
-    runs = [subprocess.Popen([*command, "--submissions", str(cohort_with(tmp_path / str(n), "a_same", {})),
+    runs = [subprocess.Popen([*command, "--submissions", str(cohort_with(tmp_path / str(n), {"a_same": {}})),
                               "--out", str(tmp_path / str(n) / "out")], cwd=KIT, stderr=subprocess.PIPE, text=True,
                              start_new_session=True) for n in range(2)]
     for run in runs:
@@ -335,10 +376,8 @@ def attention_scores(inputs):
 """
 
 
-def test_no_socket_buffer_or_namespace_outside_the_memory_ceiling(tmp_path):
-    out = tmp_path / "out"
-    run = run_grade(cohort_with(tmp_path, "a_outside", {"scores": OUTSIDE}), out)
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_no_socket_buffer_or_namespace_outside_the_memory_ceiling(attacked):
+    out, _ = attacked  # a_outside
     assert_honest_twin_unharmed(out)
     said = feedback(out, "a_outside")
     tried = eval(said[said.index("tried ") + len("tried "):].split("}")[0] + "}")  # noqa: S307 - our own dict repr
@@ -368,13 +407,8 @@ def causal_mask(num_tokens):
 """
 
 
-def test_workers_see_no_secret_no_other_process_no_capability_and_no_host_file(tmp_path):
-    out = tmp_path / "out"
-    snoop = SNOOP % {"kit": str(KIT / "source" / "attention" / "tests" / "points.toml")}
-    # In masking.py, a part without a ban: code reading os.environ gets no call of a part with one.
-    masking = (SOLUTIONS / "masking.py").read_text() + snoop
-    run = run_grade(cohort_with(tmp_path, "a_snoop", {"masking": masking}), out, env={"GRADER_SECRET": "hunter2-7f3a"})
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_workers_see_no_secret_no_other_process_no_capability_and_no_host_file(attacked):
+    out, _ = attacked  # a_snoop, graded with GRADER_SECRET in the grader's environment
     assert_honest_twin_unharmed(out)
     said = feedback(out, "a_snoop")
     seen = eval(said[said.index("RuntimeError: ") + len("RuntimeError: "):].split("\n")[0])  # noqa: S307 - its repr
@@ -438,12 +472,10 @@ def softmax(x, dim=-1):
 NAME = "=HYPERLINK(\"x\")\x1b[31m"  # sorts before b_honest
 
 
-def test_student_text_is_neutralised_in_every_output(tmp_path):
-    out = tmp_path / "out"
-    run = run_grade(cohort_with(tmp_path, NAME, {"softmax": INJECTOR}), out)
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_student_text_is_neutralised_in_every_output(attacked):
+    out, run = attacked  # NAME
     assert_honest_twin_unharmed(out)
-    texts = {"stderr": run.stderr, "stdout": run.stdout, "grades.csv": (out / LAB.name / "grades.csv").read_text(),
+    texts = {"stderr": run["stderr"], "stdout": run["stdout"], "grades.csv": (out / LAB.name / "grades.csv").read_text(),
              "report.html": (out / LAB.name / "report.html").read_text()}
     for name in ("feedback.md", "feedback.html", "results.json"):
         texts[name] = (out / LAB.name / "students" / NAME / name).read_text()
@@ -460,15 +492,8 @@ def test_student_text_is_neutralised_in_every_output(tmp_path):
     assert all(test.get("output_format") == "text" for test in results["tests"] if "output" in test)
 
 
-def test_a_linked_submission_folder_is_not_followed(tmp_path):
-    cohort = cohort_with(tmp_path, "a_reader", {})
-    shutil.rmtree(cohort / "a_reader" / "attention")
-    (cohort / "a_reader" / "attention").symlink_to(SOLUTIONS)  # the reference, graded as one's own
-    (cohort / "a_lister").mkdir()
-    (cohort / "a_lister" / "attention").symlink_to(KIT / "source" / "attention" / "tests")  # names of hidden files
-    out = tmp_path / "out"
-    run = run_grade(cohort, out)
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_a_linked_submission_folder_is_not_followed(attacked):
+    out, _ = attacked  # a_reader, a_lister
     assert_honest_twin_unharmed(out)
     for student in ("a_reader", "a_lister"):
         assert grades_table(out / LAB.name)[student]["total"] == "0" and "is a link" in grades_table(out / LAB.name)[student]["status"]

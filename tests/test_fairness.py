@@ -73,11 +73,14 @@ def graded(tmp_path_factory):
             folder = cohort / student / "attention"
             shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
             (folder / f"{module}.py").write_text((folder / f"{module}.py").read_text() + appended)
-        # Calls of 1 s, not 10: the loops cost their calls as they would, in a fraction of the time. The
-        # hangs sleep through their time-outs, so four lanes wait side by side on two cores (57 -> 34 s).
+        # Calls of 1 s, not 10: the loops cost their calls as they would, in a fraction of the time. Modules'
+        # budgets of 10 s, not 60: a loop's later calls are refused sooner, yet hang_above_0_4's calls that
+        # answer (after three of its calls hung, each with its worker's restart charged) are still asked.
+        # The hangs sleep through their time-outs, so four lanes wait side by side on two cores (57 -> 34 s;
+        # with the budget, about 25 s).
         run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out",
-                              str(shared / "out"), "--jobs", "4", "--force", "--call-timeout", "1"], cwd=KIT,
-                             capture_output=True, text=True, timeout=1200)
+                              str(shared / "out"), "--jobs", "4", "--force", "--call-timeout", "1", "--budget", "10"],
+                             cwd=KIT, capture_output=True, text=True, timeout=1200)
         assert run.returncode == 0, run.stderr[-3000:]
 
     out = once_per_run(tmp_path_factory, "fairness", build) / "out" / LAB.name  # the lab's reports

@@ -26,6 +26,9 @@ pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make t
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
 DEMO = KIT / "examples" / "submitted"
 SCHEMA = json.loads((Path(__file__).parent / "gradescope_results.schema.json").read_text())
+# A student's machine writes bytecode as Python does by default. Where this run's environment turns
+# that off, every process in the student's venv would compile torch again (import torch: 2.9 s, not 1.3).
+STUDENT_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
 def build(lab, out: Path) -> dict[str, Path]:
@@ -129,14 +132,14 @@ def student_repo(dist, tmp_path_factory):
     # Without compiling every installed file to bytecode (40% of pip's time): what is installed, and
     # whether it runs, is the same. pip reads PIP_NO_<OPTION> as <option>'s value: "0" turns compiling off.
     run = subprocess.run(["make", "setup"], cwd=root, capture_output=True, text=True, timeout=1800,
-                         env={**os.environ, "PIP_NO_COMPILE": "0"})
+                         env={**STUDENT_ENV, "PIP_NO_COMPILE": "0"})
     assert run.returncode == 0, run.stderr[-3000:]
     return root
 
 
 def make(root, *args, env=None):
     return subprocess.run(["make", "--no-print-directory", *args], cwd=root, capture_output=True, text=True,
-                          timeout=900, env={**os.environ, **(env or {})})
+                          timeout=900, env={**STUDENT_ENV, **(env or {})})
 
 
 def classroom_outputs(root, tmp_path) -> dict[str, dict]:
@@ -160,13 +163,15 @@ def reporter_points(runners: dict[str, dict]) -> tuple[float, float]:
 
 def test_students_jupyterlab_has_no_nbgrader_and_runs_the_notebook(student_repo, tmp_path):
     bin_dir = student_repo / ".venv" / "bin"
-    assert subprocess.run([bin_dir / "python", "-c", "import nbgrader"], capture_output=True).returncode != 0
-    extensions = subprocess.run([bin_dir / "jupyter", "labextension", "list"], capture_output=True, text=True)
+    assert subprocess.run([bin_dir / "python", "-c", "import nbgrader"], capture_output=True, env=STUDENT_ENV).returncode != 0
+    extensions = subprocess.run([bin_dir / "jupyter", "labextension", "list"], capture_output=True, text=True,
+                                env=STUDENT_ENV)
     assert extensions.returncode == 0 and "nbgrader" not in extensions.stdout + extensions.stderr
     folder = tmp_path / "attention"
     shutil.copytree(student_repo / "attention", folder)
     run = subprocess.run([bin_dir / "jupyter", "nbconvert", "--to", "notebook", "--execute", "--output", "ran",
-                          f"{LAB.notebook}.ipynb"], cwd=folder, capture_output=True, text=True, timeout=600)
+                          f"{LAB.notebook}.ipynb"], cwd=folder, capture_output=True, text=True, timeout=600,
+                         env=STUDENT_ENV)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "not implemented yet" in (folder / "ran.ipynb").read_text()
 
@@ -269,6 +274,17 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root(lab, lab_dist):
     assert {f"solutions/{lab.name}/{module}" for module in lab.modules} <= names
 
 
+def assert_gradescope_form(results: dict) -> None:
+    """What every upload's results.json holds, whatever it scored."""
+    assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
+    hidden = [t for t in results["tests"] if t["visibility"] == "after_published"]
+    assert hidden and all(t["output"].startswith(("checks: ", "a hidden check")) and "\n" not in t["output"]
+                          for t in hidden)  # one line: what it checks, never inputs or expected values
+    for test in hidden:  # the top-level output is visible at once: nothing of a hidden check in it
+        assert test["name"].split(": ", 1)[1] not in results["output"], test["name"]
+    assert results["output_format"] == "md"
+
+
 def test_gradescope_grades_each_lab_from_its_zip(lab, lab_dist, tmp_path):
     """The reference scores full marks and the stubs nothing, through the lab's own zip."""
     for version, score in ((lab.reference, lab.max_points), (lab.release, 0)):
@@ -277,30 +293,25 @@ def test_gradescope_grades_each_lab_from_its_zip(lab, lab_dist, tmp_path):
             shutil.copy(version / module, root / "submission" / module)
         results = run_autograder(root)  # valid against Gradescope's schema
         assert results["score"] == score and results["output"].startswith(f"# {lab.title}:")
+        assert_gradescope_form(results)
 
 
-# Full marks, stubs only, partial credit with hidden checks failed, the broken upload: the format itself
-# is tested on hand-built results (tests/test_results.py); each upload costs a Gradescope run.
-@pytest.mark.parametrize("student", ["ada", "june", "dara", "kai"])
+# Partial credit with hidden checks failed, and the broken upload (full marks and stubs: the test above);
+# the format itself is tested on hand-built results (tests/test_results.py); each upload costs a Gradescope run.
+@pytest.mark.parametrize("student", ["dara", "kai"])
 def test_gradescope_grades_demo_students(dist, tmp_path, student):
     root = gradescope_root(dist, tmp_path)
     shutil.rmtree(root / "submission")
     shutil.copytree(DEMO / student / "attention", root / "submission", symlinks=True)
     results = run_autograder(root)
-    assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
-    assert (results["score"] == 100) == (student in {"ada", "ben", "chen"})
-    assert (results["score"] == 0) == (student == "june")
-    hidden = [t for t in results["tests"] if t["visibility"] == "after_published"]
-    assert hidden and all(t["output"].startswith(("checks: ", "a hidden check")) and "\n" not in t["output"]
-                          for t in hidden)  # one line: what it checks, never inputs or expected values
-    for test in hidden:  # the top-level output is visible at once: nothing of a hidden check in it
-        assert test["name"].split(": ", 1)[1] not in results["output"], test["name"]
-    assert results["output_format"] == "md"
+    assert 0 < results["score"] < 100
+    assert_gradescope_form(results)
     if student == "kai":  # the broken upload: its link is left out and said so, its problems listed
         assert results["output"].startswith("**About your upload:** dropout.py: a link, left out")
         assert "What cost points beyond wrong answers" in results["output"] and "(these cost nothing)" in results["output"]
     else:
         assert results["output"].startswith(f"# {LAB.title}:")
+        assert any(t["visibility"] == "after_published" and t["score"] < t["max_score"] for t in results["tests"])
 
 
 def test_gradescope_finds_modules_in_a_sub_folder_and_in_a_zip(dist, tmp_path):

@@ -1,7 +1,8 @@
 """Sealed judging (issue 21): what a submission's process says can neither lift a rule nor reach
 past its own submission. Each attack is graded by the real command line in one lane *before* an
-honest twin and a stub student (students are graded in name order: ``a_`` first), and each test
-fails on the kit before the defence it names.
+honest twin and a stub student (students are graded in name order: ``a_`` first; those graded with
+the default limits share one cohort, ``attacked``), and each test fails on the kit before the
+defence it names.
 """
 
 import json
@@ -16,7 +17,7 @@ from bs4 import BeautifulSoup
 
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.lab import Lab
-from conftest import KIT, LAB, grades_table
+from conftest import KIT, LAB, grades_table, once_per_run
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -60,6 +61,38 @@ def assert_no_grader_internals(students: Path) -> None:
             assert not [leak for leak in GRADER_INTERNALS if leak in text], \
                 (path, [text[max(0, text.index(leak) - 200):text.index(leak) + 200] for leak in GRADER_INTERNALS
                         if leak in text])
+
+
+@pytest.fixture(scope="session")
+def attacked(tmp_path_factory) -> tuple[Path, str]:
+    """The attacks graded with the default limits, in one cohort: each attacker (the tests below say
+    which) before the honest twin and the stub student in one lane, and ``z_softmax_gc`` after them.
+    Graded once per run (a lane's start costs more than two students); returns the reports' folder
+    (its parent holds ``cohort/``) and what the run printed."""
+    def build(shared):
+        softmax = (LAB.reference / "softmax.py").read_text()
+        dropout = (LAB.reference / "dropout.py").read_text().replace("def dropout(", "def _dropout(")
+        heads = (LAB.reference / "heads.py").read_text()
+        flagged = {module: (LAB.reference / f"{module}.py").read_text() + "\nimport gc\n" for module in ("heads", "softmax")}
+        attackers = {
+            "a_dispatch": {"softmax": softmax + DISPATCH_LIFTER},
+            "a_heads_gc": {"heads": flagged["heads"]},
+            "a_hog": {"softmax": softmax.replace("def context_vectors(", "def _context_vectors(") + FLAKY_HOG},
+            "a_inference": {"softmax": softmax + INFERENCE_LIFTER},
+            "a_plain": {"softmax": softmax + PLAIN_SOFTMAX},
+            "a_recorder": {"dropout": dropout + RECORDER,
+                           "heads": heads.replace("def split_heads(", "def _split_heads(") + TELLER},
+            "z_softmax_gc": {"softmax": flagged["softmax"]},
+        }
+        run = run_grade(cohort(shared, LAB, attackers), shared / "out", LAB)
+        (shared / "printed").write_text(run.stdout + run.stderr)
+
+    shared = once_per_run(tmp_path_factory, "sealed-judge-cohort", build)
+    table = grades_table(shared / "out" / LAB.name)
+    for student in table.keys() - {"b_honest", "c_stubs"}:  # whatever one attacker did, the next was unharmed
+        assert all(float(table[student][part]) == LAB.part(part).weight for part in ("scores", "projections", "masking")), \
+            table[student]
+    return shared / "out", (shared / "printed").read_text()
 
 
 def checks_of(out: Path, lab: Lab, student: str) -> dict[str, dict]:
@@ -173,15 +206,11 @@ def split_heads(x, num_heads):
 """
 
 
-def test_nothing_a_hidden_check_sends_reaches_a_public_checks_message(tmp_path):
-    dropout = (LAB.reference / "dropout.py").read_text().replace("def dropout(", "def _dropout(")
-    heads = (LAB.reference / "heads.py").read_text().replace("def split_heads(", "def _split_heads(")
-    recorder = {"dropout": dropout + RECORDER, "heads": heads + TELLER}
-    out = tmp_path / "out"
-    run_grade(cohort(tmp_path, LAB, {"a_recorder": recorder}), out, LAB)
+def test_nothing_a_hidden_check_sends_reaches_a_public_checks_message(attacked, tmp_path):
+    out, _ = attacked
     graded = {name: c["message"] for name, c in checks_of(out, LAB, "a_recorder").items() if not c["hidden"]}
     public = subprocess.run([sys.executable, "-m", "autograder", "check", "--submission",
-                             str(tmp_path / "cohort" / "a_recorder" / LAB.name), "--checks", str(LAB.release / "tests"),
+                             str(out.parent / "cohort" / "a_recorder" / LAB.name), "--checks", str(LAB.release / "tests"),
                              "--results-json", str(tmp_path / "public.json")], cwd=KIT, capture_output=True, text=True,
                             timeout=900)
     assert (tmp_path / "public.json").is_file(), public.stdout[-3000:]
@@ -212,15 +241,13 @@ def context_vectors(inputs, weights):
 """
 
 
-def test_a_memory_kill_in_a_property_check_says_so_without_grader_internals(tmp_path):
-    softmax = (LAB.reference / "softmax.py").read_text().replace("def context_vectors(", "def _context_vectors(")
-    out = tmp_path / "out"
-    run = run_grade(cohort(tmp_path, LAB, {"a_hog": {"softmax": softmax + FLAKY_HOG}}), out, LAB)
+def test_a_memory_kill_in_a_property_check_says_so_without_grader_internals(attacked):
+    out, printed = attacked
     batched = checks_of(out, LAB, "a_hog")["test_context_vectors_batched"]
     assert batched["failure"]["kind"] == "memory", batched
     assert "GiB" in batched["message"], batched["message"]  # the ceiling named
     assert grades_table(out / LAB.name)["a_hog"]["status"].startswith("out of memory"), grades_table(out / LAB.name)["a_hog"]
-    assert str(KIT) not in run.stdout + run.stderr  # and the student's files: run_grade
+    assert str(KIT) not in printed  # and the student's files: run_grade
 
 
 # 1. Bans lifted from inside the worker: leave its dispatch modes and call the kernel behind the
@@ -285,35 +312,29 @@ def flagged_cells(out: Path, lab: Lab) -> dict[str, str]:
     return cells
 
 
-def test_a_lifted_ban_earns_no_more_than_the_library_used_plainly_and_is_flagged(tmp_path):
-    softmax = (LAB.reference / "softmax.py").read_text()
+def test_a_lifted_ban_earns_no_more_than_the_library_used_plainly_and_is_flagged(attacked, tmp_path):
     layernorm = (TRANSFORMER.reference / "layernorm.py").read_text()
-    for lab, attackers, part, plain in (
-            (LAB, {"a_dispatch": {"softmax": softmax + DISPATCH_LIFTER},
-                   "a_inference": {"softmax": softmax + INFERENCE_LIFTER},
-                   "a_plain": {"softmax": softmax + PLAIN_SOFTMAX}}, "softmax", "a_plain"),
-            (TRANSFORMER, {"a_gc": {"layernorm": layernorm + GC_LIFTER},
-                           "a_plain": {"layernorm": layernorm + PLAIN_LAYER_NORM}}, "layernorm", "a_plain")):
-        out = tmp_path / lab.name
-        run_grade(cohort(tmp_path / lab.name, lab, attackers), out, lab)
+    transformer = {"a_gc": {"layernorm": layernorm + GC_LIFTER}, "a_plain": {"layernorm": layernorm + PLAIN_LAYER_NORM}}
+    run_grade(cohort(tmp_path, TRANSFORMER, transformer), tmp_path / "out", TRANSFORMER)
+    # Each lab's attackers, and every student the report flags (the shared cohort's gc importers too).
+    for lab, out, attackers, part, plain, flagged in (
+            (LAB, attacked[0], ("a_dispatch", "a_inference", "a_plain"), "softmax", "a_plain",
+             {"a_dispatch", "a_inference", "a_heads_gc", "z_softmax_gc"}),
+            (TRANSFORMER, tmp_path / "out", tuple(transformer), "layernorm", "a_plain", {"a_gc"})):
         table, flags = grades_table(out / lab.name), flagged_cells(out, lab)
         assert float(table[plain][part]) < lab.part(part).weight, table[plain]  # the ban holds on plain use
         module = f"{part}.py"
-        for attacker in attackers.keys() - {plain}:
+        for attacker in set(attackers) - {plain}:
             assert float(table[attacker][part]) <= float(table[plain][part]), (attacker, table[attacker], table[plain])
             assert f"reaches into internals (could lift a ban): {module} line" in flags[attacker], flags[attacker]
-        assert not [student for student, cell in flags.items() if "internals" in cell and student not in attackers
-                    or student == plain and "internals" in cell], flags
+        assert {student for student, cell in flags.items() if "internals" in cell} == flagged, flags
 
 
 # The red team's round on the defences above. A flag costs the banned checks of the module that
 # reaches into internals (and of those loading it), not every part's; and the score of flagged code
 # does not depend on an honest twin graded before it (replay bypassed the refusal).
-def test_a_flag_costs_its_own_modules_banned_checks_whatever_the_order(tmp_path):
-    flagged = {module: (LAB.reference / f"{module}.py").read_text() + "\nimport gc\n" for module in ("heads", "softmax")}
-    out = tmp_path / "out"
-    run_grade(cohort(tmp_path, LAB, {"a_heads_gc": {"heads": flagged["heads"]},
-                                     "z_softmax_gc": {"softmax": flagged["softmax"]}}), out, LAB)
+def test_a_flag_costs_its_own_modules_banned_checks_whatever_the_order(attacked):
+    out, _ = attacked
     table, flags = grades_table(out / LAB.name), flagged_cells(out, LAB)
     assert table["a_heads_gc"]["total"] == "100", table["a_heads_gc"]  # heads has no ban; softmax's stays whole
     assert float(table["z_softmax_gc"]["softmax"]) <= 5.5, table["z_softmax_gc"]  # no more than torch.softmax
@@ -343,7 +364,8 @@ CausalAttention.forward = _probing
 def test_what_hidden_checks_caused_is_not_in_the_feedback_shown_before_publication(tmp_path):
     out = tmp_path / "out"
     masking = (LAB.reference / "masking.py").read_text() + PROBE
-    run_grade(cohort(tmp_path, LAB, {"a_probe": {"masking": masking}}), out, LAB)
+    # It spins until its call's time-out: 5 s, not 10, still lets its 17 MiB print finish on a busy machine.
+    run_grade(cohort(tmp_path, LAB, {"a_probe": {"masking": masking}}), out, LAB, "--call-timeout", "5")
     assert "timed out: masking.CausalAttention.forward" in grades_table(out / LAB.name)["a_probe"]["status"]  # the probe ran
     shown = json.loads((out / LAB.name / "students" / "a_probe" / "results.json").read_text())["output"]
     assert "timed out" not in shown and "your code printed" not in shown, shown

@@ -66,15 +66,18 @@ def transform(kind: str, relative: Path, text: str) -> str:
     return stub_solutions(text) if kind == "release" else keep_solutions(text)
 
 
-def build(kind: str, lab: Lab, out_dir: Path | None = None) -> Path:
-    """Write the ``release`` or ``solution`` version of ``lab``; return its folder."""
+def build(kind: str, lab: Lab, out_dir: Path | None = None, run_notebook: bool = True) -> Path:
+    """Write the ``release`` or ``solution`` version of ``lab``; return its folder. The solution's
+    notebook is run to show its outputs, unless ``run_notebook`` is False (the staleness test compares
+    what source/ decides, not outputs, and saves a kernel's run)."""
     command = {"release": "generate_assignment", "solution": "generate_solution"}[kind]
     out_root = Path(out_dir) if out_dir else directory(kind)
     # A build elsewhere (the staleness test) keeps its own gradebook, not the course's.
     database = [f"--CourseDirectory.db_url=sqlite:///{out_root / 'gradebook.db'}"] if out_dir else []
     if kind == "solution":  # generate_solution wants the assignment in the gradebook (a fresh clone has none);
         run_nbgrader("db", "assignment", "add", lab.name, *database)  # generate_assignment records it itself
-    run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database)
+    execute = [] if run_notebook else ["--Execute.enabled=False"]
+    run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database, *execute)
     source = directory("source") / lab.name
     target = out_root / lab.name
     for path in kit_files(source):
