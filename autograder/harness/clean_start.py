@@ -73,7 +73,7 @@ def carry_on(held: int) -> None:
     run as it was started."""
     from autograder.harness import zygote  # torch and the worker code: the judge's and, forked, the zygote's
 
-    zygote.prepare()  # torch's lazy first uses (sympy, for the checks' gradients too) paid once, for both
+    zygote.prepare()  # torch's lazy first uses (autograd's, for the checks' gradients too) paid once, for both
     # Child exits are collected (a SIG_IGN inherited across execve would have the kernel reap the zygote
     # unseen, and a handle could not tell it ended).
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)

@@ -46,8 +46,8 @@ from autograder.harness import worker  # noqa: E402
 
 
 def warm_up() -> None:
-    """Pay torch's lazy first-use costs once, here: the first backward with an explicit upstream
-    gradient imports sympy and mpmath (0.3-0.5 s), which every forked worker would pay again."""
+    """Pay torch's lazy first-use costs once, here (autograd's, the operator ban's), which every
+    forked worker would pay again."""
     with torch.random.fork_rng(devices=[]):  # a judge that prepared before its fork keeps its random state
         _first_uses()
 
@@ -57,7 +57,7 @@ def _first_uses() -> None:
     x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     weights = torch.sigmoid(layer(x) @ x.transpose(-2, -1))
     out = torch.where(weights > 0.3, weights * torch.bernoulli(torch.full_like(weights, 0.5)), torch.zeros_like(weights))
-    out.backward(torch.ones_like(out))
+    worker.backpropagate(out, torch.ones_like(out))
     # The operator ban's first use, here: before confinement, whatever it loads lazily can still be read.
     with worker.ForbiddenOperators(frozenset()):
         torch.ones(2).amax(0)

@@ -15,6 +15,7 @@ import math
 import torch
 
 from autograder.harness.remote import StudentError
+from autograder.harness.worker import backpropagate  # noqa: F401 - the checks' expected gradients, as workers compute theirs
 from autograder.judge.pictures import matrix_picture
 from autograder.judge.relations import relation
 from autograder.results import FailureKind

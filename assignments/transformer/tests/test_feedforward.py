@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import (expect_children, expect_close, expect_gradient, expect_tensor, fail, load_weights,
+from autograder.judge.checks import (backpropagate, expect_children, expect_close, expect_gradient, expect_tensor, fail, load_weights,
                                      random_tensor)
 from trusted import D_FF, EMBEDDING_DIM, SETUP, TOKENS, feedforward, feedforward_state, with_dropout
 
@@ -77,7 +77,7 @@ def test_feedforward_gradients_reach_all_parameters(student):
     upstream = random_tensor(25, *X.shape)
     leaf = X.clone().requires_grad_(True)
     params = {k: v.clone().requires_grad_(True) for k, v in STATE.items()}
-    feedforward(leaf, params).backward(upstream)
+    backpropagate(feedforward(leaf, params), upstream)
     answer = loaded(student).grad(X, upstream=upstream)
     expect_gradient(answer["inputs"][0], leaf.grad, "gradient of FeedForward's output with respect to its input")
     for name, param in params.items():

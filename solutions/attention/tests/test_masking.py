@@ -5,7 +5,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_finite, expect_gradient,
+from autograder.judge.checks import (backpropagate, expect_close, expect_document, expect_equal, expect_finite, expect_gradient,
                                      expect_mask, expect_tensor, expect_unmodified, fail, random_tensor)
 from document_tensors import (CAUSAL_ATTENTION_SEED123, CAUSAL_MASK7, CAUSAL_WEIGHTS, MASK6_INT, MASKED_SCORES,
                               MASKED_SOFTMAXED_WEIGHTS, MINUS_1E10_MASKED, SIMPLE_MASK6_INT, TRICK_AVERAGES, TRICK_B,
@@ -258,7 +258,7 @@ def test_gradients_flow(student):
     expect_gradient(grad, upstream.masked_fill(future_positions(5), 0.0), "gradient of mask_future with respect to the scores",
                     atol=1e-12)
     trusted = scores.clone().requires_grad_(True)
-    torch.softmax(trusted.masked_fill(future_positions(5), -math.inf) / math.sqrt(2), dim=-1).backward(upstream)
+    backpropagate(torch.softmax(trusted.masked_fill(future_positions(5), -math.inf) / math.sqrt(2), dim=-1), upstream)
     grad = student.masking.causal_attention_weights.grad(scores, 2, upstream=upstream)["inputs"][0]
     expect_gradient(grad, trusted.grad, "gradient of causal_attention_weights with respect to the scores", atol=1e-9)
     x = random_tensor(63, 5, 3, dtype=torch.float64)
@@ -274,7 +274,7 @@ def test_gradients_flow(student):
     x = random_tensor(68, 2, 6, 4).requires_grad_(True)
     upstream = random_tensor(69, 2, 6, 3)
     q, k, v = (F.linear(x, *leaves[layer]) for layer in QKV)
-    (causal_weights(q, k) @ v).backward(upstream)
+    backpropagate(causal_weights(q, k) @ v, upstream)
     got = attention.grad(x.detach(), upstream=upstream)
     expect_gradient(got["inputs"][0], x.grad, "gradient of CausalAttention with respect to its input")
     for layer, (weight, offset) in leaves.items():

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import (expect_children, expect_close, expect_gradient, expect_student_error, expect_tensor,
+from autograder.judge.checks import (backpropagate, expect_children, expect_close, expect_gradient, expect_student_error, expect_tensor,
                                      expect_unmodified, expect_zero_at, fail, load_weights, random_tensor)
 from trusted import (EMBEDDING_DIM, HEADS, SETUP, TOKENS, attention, future_positions, mha_state, torch_attention,
                      with_dropout)
@@ -144,7 +144,7 @@ def test_sdpa_gradients_flow(student):
     """Contract: gradients reach query, key and value."""
     upstream = random_tensor(41, TOKENS, HEAD_DIM)
     leaves = [t.clone().requires_grad_(True) for t in (Q, K, V)]
-    (trusted_weights(*leaves[:2], future_positions(TOKENS)) @ leaves[2]).backward(upstream)
+    backpropagate(trusted_weights(*leaves[:2], future_positions(TOKENS)) @ leaves[2], upstream)
     answer = student.attention.scaled_dot_product_attention.grad(Q, K, V, future_positions(TOKENS), upstream=upstream)
     for name, got, leaf in zip(("query", "key", "value"), answer["inputs"], leaves):
         expect_gradient(got, leaf.grad, f"gradient of scaled_dot_product_attention with respect to {name}")
@@ -217,7 +217,7 @@ def test_mha_gradients_reach_all_parameters(student):
     upstream = random_tensor(52, 2, 3, 8)
     leaves = [t.clone().requires_grad_(True) for t in (query, key, key)]
     params = {k: v.clone().requires_grad_(True) for k, v in state.items()}
-    attention(*leaves, params, 2).backward(upstream)
+    backpropagate(attention(*leaves, params, 2), upstream)
     answer = loaded(student, state, 8, 2).grad(query, key, key, upstream=upstream)
     for name, got, leaf in zip(("query", "key", "value"), answer["inputs"], leaves):
         expect_gradient(got, leaf.grad, f"gradient of MultiHeadAttention(8, 2)'s output with respect to {name}")

@@ -8,7 +8,7 @@ nn.TransformerEncoderLayer end to end holds a small, declared share (points.toml
 
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import (expect_children, expect_close, expect_gradient, expect_reused, expect_wired,
+from autograder.judge.checks import (backpropagate, expect_children, expect_close, expect_gradient, expect_reused, expect_wired,
                                      load_weights, random_tensor)
 from trusted import (D_FF, EMBEDDING_DIM, ENCODER_PARTS, HEADS, SETUP, TOKENS, encoder, encoder_state,
                      future_positions, own_parts, torch_encoder_output, trusted_parts, with_dropout)
@@ -93,7 +93,7 @@ def test_encoder_gradients_reach_all_parameters(student):
     layer = loaded(student, state, 8, 4, 12)
     answer = layer.grad(x, causal, upstream=upstream)
     leaf, expected = x.clone().requires_grad_(True), {}
-    encoder(leaf, own_parts(layer, ENCODER_PARTS, gradients=expected), causal).backward(upstream)
+    backpropagate(encoder(leaf, own_parts(layer, ENCODER_PARTS, gradients=expected), causal), upstream)
     expect_gradient(answer["inputs"][0], leaf.grad, "gradient of EncoderLayer's output with respect to its input",
                     wired=True)
     for name in state:

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import (expect_close, expect_equal, expect_gradient, expect_tensor, expect_unmodified,
+from autograder.judge.checks import (backpropagate, expect_close, expect_equal, expect_gradient, expect_tensor, expect_unmodified,
                                      fail, load_weights, random_tensor)
 from trusted import EMBEDDING_DIM, SETUP, TOKENS, layernorm_state
 
@@ -116,7 +116,7 @@ def test_layer_norm_gradients_flow(student):
     x = TOKEN_EMBEDDINGS[:3]
     upstream = random_tensor(16, 3, EMBEDDING_DIM)
     leaves = [t.clone().requires_grad_(True) for t in (x, WEIGHTS["weight"], WEIGHTS["bias"])]
-    trusted_layer_norm(*leaves).backward(upstream)
+    backpropagate(trusted_layer_norm(*leaves), upstream)
     answer = student.layernorm.layer_norm.grad(x, WEIGHTS["weight"], WEIGHTS["bias"], upstream=upstream)
     for name, got, leaf in zip(("x", "weight", "bias"), answer["inputs"], leaves):
         expect_gradient(got, leaf.grad, f"gradient of layer_norm's output with respect to {name}")

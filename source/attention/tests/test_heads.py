@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import (expect_close, expect_document, expect_equal, expect_gradient, expect_reused,
+from autograder.judge.checks import (backpropagate, expect_close, expect_document, expect_equal, expect_gradient, expect_reused,
                                      expect_student_error, expect_tensor, expect_unmodified, expect_wired, fail,
                                      random_tensor)
 from document_tensors import MHA_SEED123, WRAPPER_SEED123, YOUR_JOURNEY
@@ -231,7 +231,7 @@ def test_mha_gradients_reach_all_parameters(student):
     upstream = random_tensor(7, 2, 5, 4)
     params = {name: value.clone().requires_grad_(True) for name, value in state.items() if name != "mask"}
     x_leaf = x.clone().requires_grad_(True)
-    _trusted_mha(x_leaf, {**params, "mask": state["mask"]}, 2).backward(upstream)
+    backpropagate(_trusted_mha(x_leaf, {**params, "mask": state["mask"]}, 2), upstream)
     answer = mha.grad(x, upstream=upstream)
     expect_gradient(answer["inputs"][0], x_leaf.grad, "gradient of MultiHeadAttention's output with respect to its input")
     for name, param in params.items():

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from autograder.judge.checks import (expect_close, expect_document, expect_gradient, expect_tensor, expect_unmodified, fail,
+from autograder.judge.checks import (backpropagate, expect_close, expect_document, expect_gradient, expect_tensor, expect_unmodified, fail,
                                load_weights, random_tensor)
 from document_tensors import (
     IN9_SCORES, IN10_WEIGHTS, SEED123_QUERY2, SEED123_QUERY2_CONTEXT, SEED123_QUERY2_SCORES, SEED123_QUERY2_WEIGHTS,
@@ -229,7 +229,7 @@ def test_gradients_reach_projections(student):
     W = [random_tensor(53 + i, 3, 5).requires_grad_(True) for i in range(3)]
     b = [random_tensor(56 + i, 5).requires_grad_(True) for i in range(3)]
     # V1 and V2 (with bias), against trusted autograd of the same formula
-    attention(x, *W).backward(upstream)
+    backpropagate(attention(x, *W), upstream)
     v1 = student.projections.SelfAttention_v1(3, 5)
     load_weights(v1, {name: w.detach() for name, w in zip(NAMES, W)}, "SelfAttention_v1(3, 5)")
     grads = v1.grad(x, upstream=upstream)["parameters"]
@@ -237,7 +237,7 @@ def test_gradients_reach_projections(student):
         expect_gradient(grads.get(name), w.grad, f"gradient of SelfAttention_v1 with respect to {name}")
     for t in W:
         t.grad = None
-    attention(x, *W, *b).backward(upstream)
+    backpropagate(attention(x, *W, *b), upstream)
     v2 = student.projections.SelfAttention_v2(3, 5, qkv_bias=True)
     state = {f"{name}.weight": w.detach().T.contiguous() for name, w in zip(NAMES, W)}
     state.update({f"{name}.bias": t.detach() for name, t in zip(NAMES, b)})
@@ -251,7 +251,7 @@ def test_gradients_reach_projections(student):
     queries = random_tensor(61, 3, 4, dtype=torch.float64).requires_grad_(True)
     keys = random_tensor(62, 5, 4, dtype=torch.float64).requires_grad_(True)
     up = random_tensor(63, 3, 5, dtype=torch.float64)
-    torch.softmax(queries @ keys.T / 2.0, dim=-1).backward(up)
+    backpropagate(torch.softmax(queries @ keys.T / 2.0, dim=-1), up)
     got = student.projections.scaled_attention_weights.grad(queries.detach(), keys.detach(), upstream=up)["inputs"]
     expect_gradient(got[0], queries.grad, "gradient of scaled_attention_weights with respect to queries",
                     atol=1e-9, rtol=1e-9)

@@ -7,7 +7,7 @@ nn.TransformerDecoderLayer end to end holds a small, declared share (points.toml
 
 from hypothesis import given, strategies as st
 
-from autograder.judge.checks import (expect_children, expect_close, expect_gradient, expect_reused, expect_wired,
+from autograder.judge.checks import (backpropagate, expect_children, expect_close, expect_gradient, expect_reused, expect_wired,
                                      load_weights, random_tensor)
 from trusted import (D_FF, DECODER_PARTS, EMBEDDING_DIM, HEADS, SETUP, TOKENS, decoder, decoder_state, own_parts,
                      torch_decoder_output, trusted_parts, with_dropout)
@@ -97,7 +97,7 @@ def test_decoder_gradients_reach_all_parameters(student):
     layer = loaded(student, state, 8, 4, 12)
     answer = layer.grad(x, memory, upstream=upstream)
     leaves, expected = [x.clone().requires_grad_(True), memory.clone().requires_grad_(True)], {}
-    decoder(*leaves, own_parts(layer, DECODER_PARTS, gradients=expected)).backward(upstream)
+    backpropagate(decoder(*leaves, own_parts(layer, DECODER_PARTS, gradients=expected)), upstream)
     for name, got, leaf in zip(("x", "memory"), answer["inputs"], leaves):
         expect_gradient(got, leaf.grad, f"gradient of DecoderLayer's output with respect to {name}", wired=True)
     for name in state:
