@@ -329,7 +329,9 @@ def backpropagate(out: torch.Tensor, upstream: torch.Tensor) -> None:
     """``out.backward(upstream)``: the same gradients, to the bit (the sum's gradient with respect to
     ``out`` is ``upstream`` exactly), with torch's error for an ``upstream`` of another shape. Not
     torch's own call: its shape check for a given ``upstream`` imports sympy, 0.4 s in every process
-    that grades (zygote, judge, reference), where nothing else needs it."""
+    that grades (zygote, judge, reference), where nothing else needs it. In a worker it runs inside the
+    request's bans, as the student's backward does: a lab that banned ``mul`` or ``sum`` would have its
+    gradient requests refused."""
     if upstream.shape != out.shape:
         raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {upstream.shape} and output[0] has "
                            f"a shape of {out.shape}.")
