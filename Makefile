@@ -14,10 +14,16 @@ LAB_OPTION := $(if $(LAB),--lab $(LAB))
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-# The venv is rebuilt whenever the pinned requirements change.
+# The venv is rebuilt whenever the pinned requirements change. uv (pinned) installs them: pip took about
+# 55 s of a fresh clone's `make test`, uv 18 s, bytecode compiled as pip does. uv reads none of pip's
+# settings, so a wheel folder given to pip (PIP_FIND_LINKS) is passed on; where uv cannot run, pip installs.
+UV_VERSION := 0.13.9
 $(READY): requirements.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	( $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
+	  && $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) \
+	     $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS)) -r requirements.txt ) \
+	|| $(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
 ## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1]: grade a cohort, lab by lab, write the reports
