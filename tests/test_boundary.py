@@ -46,16 +46,18 @@ def cohort_with(tmp_path: Path, attackers: dict[str, dict[str, str]]) -> Path:
     return cohort
 
 
-def run_grade(cohort: Path, out: Path, env: dict | None = None, own_pid_namespace: bool = False, *options: str):
-    """Grade ``cohort`` in one lane, in a session of its own (a process-group kill cannot reach
-    this test run) and, with ``own_pid_namespace``, in a PID namespace of its own (nor can a
-    kill(-1) as root)."""
+def grade_command(cohort: Path, out: Path, own_pid_namespace: bool = False, *options: str) -> list[str]:
+    """`make grade`'s command for ``cohort`` in one lane; with ``own_pid_namespace``, in a PID namespace of
+    its own (a kill(-1) as root cannot reach this test run)."""
     command = [sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
                "--jobs", "1", "--force", *options]
-    if own_pid_namespace:
-        command = ["unshare", "--pid", "--fork", "--mount-proc", *command]
-    return subprocess.run(command, cwd=KIT, capture_output=True, text=True, timeout=900, start_new_session=True,
-                          env={**os.environ, **(env or {})})
+    return ["unshare", "--pid", "--fork", "--mount-proc", *command] if own_pid_namespace else command
+
+
+def run_grade(cohort: Path, out: Path, env: dict | None = None, own_pid_namespace: bool = False, *options: str):
+    """Run :func:`grade_command` in a session of its own (a process-group kill cannot reach this test run)."""
+    return subprocess.run(grade_command(cohort, out, own_pid_namespace, *options), cwd=KIT, capture_output=True,
+                          text=True, timeout=900, start_new_session=True, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="session")
@@ -81,13 +83,11 @@ def attacked(tmp_path_factory) -> tuple[Path, dict]:
                                 ("a_lister", KIT / "source" / "attention" / "tests")):  # names of hidden files
             shutil.rmtree(cohort / student / "attention")
             (cohort / student / "attention").symlink_to(target)
-        # run_grade's command, waited for with wait4: the peak memory of this run's processes alone (this
-        # worker's RUSAGE_CHILDREN holds every grading it ran before, a memory hog's workers too).
-        command = [sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out",
-                   str(shared / "out"), "--jobs", "1", "--force"]
+        # run_grade, waited for with wait4: the peak memory of this run's processes alone (this worker's
+        # RUSAGE_CHILDREN holds every grading it ran before, a memory hog's workers too).
         with open(shared / "stdout", "w+") as stdout, open(shared / "stderr", "w+") as stderr:
-            grading = subprocess.Popen(command, cwd=KIT, stdout=stdout, stderr=stderr, start_new_session=True,
-                                       env={**os.environ, "GRADER_SECRET": "hunter2-7f3a"})
+            grading = subprocess.Popen(grade_command(cohort, shared / "out"), cwd=KIT, stdout=stdout, stderr=stderr,
+                                       start_new_session=True, env={**os.environ, "GRADER_SECRET": "hunter2-7f3a"})
             _, status, usage = os.wait4(grading.pid, 0)
             grading.returncode = os.waitstatus_to_exitcode(status)
         segments = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]

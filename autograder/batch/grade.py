@@ -333,8 +333,9 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     run (every student's record, and who could not be graded). ``replay=False`` runs every check in
-    full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only: no grades.csv, report.html or similarity
-    (a Gradescope upload, a cohort of one whose class report nobody reads)."""
+    full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only:
+    no grades.csv, report.html or similarity (a Gradescope upload, a cohort of one whose class report
+    nobody reads)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     cohort = discover(lab, submissions)

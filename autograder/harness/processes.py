@@ -131,7 +131,7 @@ class WorkerProcess:
                 remaining -= len(chunk)
         return b"".join(chunks)
 
-    def ending(self, grace: float = 1.0) -> dict:
+    def ending(self, grace: float) -> dict:
         """How the worker ended, as :class:`Failure` fields: ``signal``, ``exit_code`` or, when the
         kernel stopped it at its memory ceiling, kind ``memory``; empty when it is still running
         ``grace`` seconds from now (its channel closes a moment before the kernel reports it ended)."""

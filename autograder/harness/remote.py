@@ -334,7 +334,7 @@ class RemoteCode:
         worker = self._shared.worker
         # A protocol break is reported as such however the worker ended (only a memory kill, read
         # without waiting, comes first): waiting for its end would only spend the module's budget.
-        ending = (worker.ending(0.0) if isinstance(exc, CodecError) else worker.ending()) if worker else {}
+        ending = worker.ending(0.0 if isinstance(exc, CodecError) else 1.0) if worker else {}
         tail = worker.output_tail() if worker else ""
         self.close()
         detail = f"\n--- output before it stopped ---\n{printable(tail)}" if tail else ""
