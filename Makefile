@@ -15,13 +15,15 @@ help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 # The venv is rebuilt whenever the pinned requirements change. uv (pinned) installs them: pip took about
-# 55 s of a fresh clone's `make test`, uv 18 s, bytecode compiled as pip does. uv reads none of pip's
-# settings, so a wheel folder given to pip (PIP_FIND_LINKS) is passed on; where uv cannot run, pip installs.
+# 55 s of a fresh clone's `make test`, uv 18 s. Python writes a module's bytecode when it is first imported;
+# where PYTHONDONTWRITEBYTECODE forbids that, uv compiles every module up front (else each process would
+# compile torch again). uv reads none of pip's settings, so a wheel folder given to pip (PIP_FIND_LINKS) is
+# passed on; where uv cannot run, pip installs.
 UV_VERSION := 0.13.9
 $(READY): requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	( $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
-	  && $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) \
+	  && $(VENV)/bin/uv pip install --quiet $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode) --python $(PY) \
 	     $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS)) -r requirements.txt ) \
 	|| $(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@

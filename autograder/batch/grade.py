@@ -304,11 +304,11 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path
     return seen
 
 
-SIMILARITY = "autograder.reports.similarity"  # imported only for class files: copydetect imports matplotlib.pyplot
+SIMILARITY = "autograder.reports.similarity"  # imported only for class files: copydetect and numpy
 
 
 def load_similarity_meanwhile() -> None:
-    """Import the similarity and its libraries (0.7 s) in a thread while the lanes grade: the batch
+    """Import the similarity and its libraries (0.3 s) in a thread while the lanes grade: the batch
     mostly waits then. Safe because nothing else in this process imports them (no module is imported
     by two threads at once); an error shows where it is imported again (write_class_files)."""
     def load():
