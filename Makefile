@@ -7,7 +7,7 @@ READY := $(VENV)/.requirements-installed
 DEV_READY := $(VENV)/.dev-requirements-installed
 LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
-.PHONY: help grade bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
+.PHONY: help grade merge bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
 .DEFAULT_GOAL := help
 
 ## make help: these commands, one line each
@@ -28,11 +28,19 @@ $(READY): requirements.txt
 	|| $(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1]: grade a cohort, lab by lab, write the reports
-## (NBGRADER=1 also records the points in nbgrader's gradebook)
+COHORT_OPTIONS := $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
+	$(if $(NBGRADER),--nbgrader)
+
+## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1] [SHARD=i/N]: grade a cohort, lab by
+## lab, write the reports (NBGRADER=1 also records the points in nbgrader's gradebook; SHARD=i/N grades slice i of N)
 grade: $(READY)
-	$(PY) -m autograder grade $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
-		$(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) $(if $(NBGRADER),--nbgrader)
+	$(PY) -m autograder grade $(COHORT_OPTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) \
+		$(if $(SHARD),--shard $(SHARD))
+
+## make merge SHARDS="dir ..." [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [NBGRADER=1]: join the outputs of make grade SHARD=i/N
+## into one course's reports, as one run writes them
+merge: $(READY)
+	$(PY) -m autograder merge $(COHORT_OPTIONS) $(SHARDS)
 
 ## make bench [LAB=name] [N=100] [JOBS=n]: per lab, grade N copies of the reference solution and the demo cohort
 ## cycled to N; print the timings

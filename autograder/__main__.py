@@ -57,20 +57,27 @@ def main(argv: list[str] | None = None) -> int:
     gradescope = command("gradescope-run", "on Gradescope (run_autograder): grade <root>/submission into "
                          "<root>/results/results.json")
     gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
+    cohort = argparse.ArgumentParser(add_help=False)
+    cohort.add_argument("--submissions", type=Path, default=default_submissions(),
+                        help="folder of <student>/<lab>/ (default: submitted/ if it exists, else examples/submitted/)")
+    cohort.add_argument("--out", type=Path, default=KIT_ROOT / "grades", help="where the reports go (default: grades/)")
+    cohort.add_argument("--nbgrader", action="store_true",
+                        help="also record each student's points per part in nbgrader's gradebook")
+    cohort.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
     grade = command("grade", "grade every submission of a cohort, lab by lab, and write the reports",
-                    parents=[limits, some_labs])
-    grade.add_argument("--submissions", type=Path, default=default_submissions(),
-                       help="folder of <student>/<lab>/ (default: submitted/ if it exists, else examples/submitted/)")
-    grade.add_argument("--out", type=Path, default=KIT_ROOT / "grades", help="where the reports go (default: grades/)")
+                    parents=[limits, some_labs, cohort])
     grade.add_argument("--jobs", type=int, default=JOBS, help=f"submissions graded in parallel (default: the number of "
                        f"CPUs, {JOBS})")
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
-    grade.add_argument("--nbgrader", action="store_true",
-                       help="also record each student's points per part in nbgrader's gradebook")
-    grade.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
+    grade.add_argument("--shard", type=shard_argument, help="i/N: grade only slice i of N of the cohort (each "
+                       "student's slice follows from their folder's name), for `merge` to join")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
+    merge = command("merge", "join the outputs of `grade --shard i/N` into one course, as one run over the whole "
+                    "cohort writes it (reports, grades.csv, report.html with similarity across all shards)",
+                    parents=[some_labs, cohort])
+    merge.add_argument("shards", type=Path, nargs="+", help="the shards' --out folders, every slice once")
     bench = command("bench", "time the grader on each lab (copies of the reference, the demo cohort) against one "
                     "torch import, and print the figures", parents=[some_labs])
     bench.add_argument("--copies", type=int, default=100, help="submissions per run: copies of the reference, and the "
@@ -125,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.command == "grade":
         return grade_command(parser, options, labs)
+    if options.command == "merge":
+        return merge_command(parser, options, labs)
     if options.command == "bench":
         from autograder.batch.bench import run as run_bench
 
@@ -165,35 +174,86 @@ def start_zygote() -> None:
     restart_clean("autograder.__main__")
 
 
-def grade_command(parser, options, labs: list[Lab]) -> int:
-    from autograder.batch.grade import grade_course
+def shard_argument(text: str):
+    from autograder.batch.shard import Shard  # only when asked: `check` must start fast
 
+    return Shard.parse(text)
+
+
+def submissions_folder(parser, options) -> Path:
     if not options.submissions.is_dir():
         parser.error(f"no submissions folder {options.submissions}")
-    out = options.out.resolve()
-    runs = grade_course(labs, options.submissions.resolve(), out, jobs=options.jobs, force=options.force,
-                        limits=from_options(options), replay=not options.no_replay)
-    if not runs:
-        parser.error(f"no student folder in {options.submissions} holds a lab's folder "
-                     f"({', '.join(lab.name for lab in labs)})")
-    if options.nbgrader:
-        from autograder.platforms.gradebook import course_gradebook, record
+    return options.submissions.resolve()
 
-        gradebook = options.gradebook or course_gradebook()
-        by_name = {lab.name: lab for lab in labs}
-        for run in runs:
-            print(f"recorded the {run.lab} points of {record(by_name[run.lab], run.records, gradebook)} "
-                  f"students in {gradebook}")
+
+def no_lab_handed_in(parser, options, labs: list[Lab]):
+    parser.error(f"no student folder in {options.submissions} holds a lab's folder "
+                 f"({', '.join(lab.name for lab in labs)})")
+
+
+def record_in_gradebook(options, labs: list[Lab], runs) -> None:
+    from autograder.platforms.gradebook import course_gradebook, record
+
+    gradebook = options.gradebook or course_gradebook()
+    by_name = {lab.name: lab for lab in labs}
+    for run in runs:
+        print(f"recorded the {run.lab} points of {record(by_name[run.lab], run.records, gradebook)} "
+              f"students in {gradebook}")
+
+
+def grade_command(parser, options, labs: list[Lab]) -> int:
+    from autograder.batch.grade import grade_course, labs_submitted
+
+    submissions = submissions_folder(parser, options)
+    if options.shard and options.nbgrader:
+        parser.error("a shard records nothing in the gradebook: merge the shards with --nbgrader (make merge NBGRADER=1)")
+    out = options.out.resolve()
+    if options.shard:
+        from autograder.batch.shard import write_shard_file
+
+        write_shard_file(out, options.shard, [lab.name for lab in labs_submitted(labs, submissions)])
+    runs = grade_course(labs, submissions, out, jobs=options.jobs, force=options.force, limits=from_options(options),
+                        replay=not options.no_replay, shard=options.shard)
+    if not runs:
+        no_lab_handed_in(parser, options, labs)
+    if options.nbgrader:
+        record_in_gradebook(options, labs, runs)
     for run in runs:
         for warning in run.warnings:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
         for student, why in run.ungraded.items():
             print(f"error: not graded: {run.lab}: {one_line(student)}: {one_line(why)}", file=sys.stderr)
+        files = "" if options.shard else "grades.csv, report.html, "
         print(f"{run.lab}: graded {run.graded} submissions ({run.skipped} unchanged, skipped) of "
               f"{run.students} in {run.seconds:.1f} s; mean {run.mean:.1f}; reports in {out / run.lab}/ "
-              f"(grades.csv, report.html, students/<student>/feedback.html)")
-    print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
+              f"({files}students/<student>/feedback.html)")
+    if options.shard:
+        print(f"shard {options.shard} of the course: {out}/ (students' reports only; make merge SHARDS=... joins "
+              f"every shard's folder into the class files)")
+    else:
+        print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
     return 1 if any(run.ungraded for run in runs) else 0
+
+
+def merge_command(parser, options, labs: list[Lab]) -> int:
+    from autograder.batch.shard import MergeError, merge
+
+    submissions = submissions_folder(parser, options)
+    out = options.out.resolve()
+    try:
+        runs = merge(labs, [folder.resolve() for folder in options.shards], submissions, out)
+    except MergeError as exc:
+        print(f"error: not merged: {exc}", file=sys.stderr)
+        return 1
+    if not runs:
+        no_lab_handed_in(parser, options, labs)
+    if options.nbgrader:
+        record_in_gradebook(options, labs, runs)
+    for run in runs:
+        print(f"{run.lab}: {run.students} students from {len(options.shards)} shards; mean {run.mean:.1f}; "
+              f"reports in {out / run.lab}/")
+    print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
+    return 0
 
 
 if __name__ == "__main__":

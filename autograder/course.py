@@ -13,14 +13,14 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from traitlets.config.loader import PyFileConfigLoader
-
 KIT_ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "nbgrader_config.py"
 
 
 @cache
 def course_config():
+    from traitlets.config.loader import PyFileConfigLoader  # 50 ms: not for processes that need KIT_ROOT only
+
     return PyFileConfigLoader(CONFIG, path=str(KIT_ROOT)).load_config()
 
 

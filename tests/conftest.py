@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ LABS = all_labs()
 LAB = Lab.load(KIT / "source" / "attention")
 SOURCE, CHECKS, RELEASE, SOLUTIONS = LAB.source, LAB.checks, LAB.release, LAB.reference
 PARTS = LAB.part_ids
+DEMO = KIT / "examples" / "submitted"  # the demo course: <student>/<lab>/, both labs
 WRONG_MODULES = Path(__file__).resolve().parent / "wrong_modules"  # <lab>/<part>/: wrong modules, mistakes.toml
 
 
@@ -107,3 +109,19 @@ def stub_results(lab, tmp_path_factory):
 def grades_table(folder: Path) -> dict[str, dict]:
     """``folder/grades.csv`` (a lab's reports) by student."""
     return {row["student"]: row for row in csv.DictReader(io.StringIO((folder / "grades.csv").read_text()))}
+
+
+@pytest.fixture(scope="session")
+def course(tmp_path_factory):
+    """`make grade` on the demo cohort: every lab it holds; its reports and what it printed (stdout,
+    stderr), once per test run."""
+    def build(shared):
+        run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(DEMO), "--out",
+                              str(shared / "grades"), "--jobs", "2"], cwd=KIT, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+        (shared / "stdout").write_text(run.stdout)
+        (shared / "stderr").write_text(run.stderr)
+
+    shared = once_per_run(tmp_path_factory, "demo-course", build)
+    printed = types.SimpleNamespace(stdout=(shared / "stdout").read_text(), stderr=(shared / "stderr").read_text())
+    return shared / "grades", printed

@@ -9,34 +9,16 @@ import signal
 import subprocess
 import sys
 import time
-import types
 
 import pytest
 
 from autograder.batch import grade as batch
 from autograder.batch.grade import grade
-from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table, once_per_run
+from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
-DEMO = KIT / "examples" / "submitted"
 FULL_MARKS = {"ada", "ben", "chen"}
-
-
-@pytest.fixture(scope="session")
-def course(tmp_path_factory):
-    """`make grade` on the demo cohort: every lab it holds; its reports and what it printed (stdout,
-    stderr), once per test run."""
-    def build(shared):
-        run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(DEMO), "--out",
-                              str(shared / "grades"), "--jobs", "2"], cwd=KIT, capture_output=True, text=True, timeout=900)
-        assert run.returncode == 0, run.stderr[-3000:]
-        (shared / "stdout").write_text(run.stdout)
-        (shared / "stderr").write_text(run.stderr)
-
-    shared = once_per_run(tmp_path_factory, "demo-course", build)
-    printed = types.SimpleNamespace(stdout=(shared / "stdout").read_text(), stderr=(shared / "stderr").read_text())
-    return shared / "grades", printed
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIT
+from conftest import DEMO, KIT
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
-
-DEMO = KIT / "examples" / "submitted"
 
 
 def grade_into_gradebook(cohort: Path, out: Path, db_url: str, labs=("attention", "transformer")) -> None:

@@ -20,7 +20,7 @@ from autograder.reports.similarity import own_code, similarity
 from autograder.limits import Limits
 from autograder.results import CheckResult, Diagnosis, Failure, FailureKind, PartResult, SubmissionResult
 from autograder.text import relation_sentence
-from conftest import KIT, LAB, LABS, SOLUTIONS, once_per_run
+from conftest import DEMO, KIT, LAB, LABS, SOLUTIONS, once_per_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -74,9 +74,6 @@ def test_a_module_that_does_not_import_a_part_not_started_and_upload_notes_need_
         {"text": "did not import: softmax.py line 49", "anchor": "#part-softmax"},
         {"text": "not started: dropout", "anchor": "#part-dropout"},
         {"text": "upload: conftest.py: not part of the assignment, not graded (and 1 more notes)", "anchor": ""}]
-
-
-DEMO = KIT / "examples" / "submitted"
 
 
 def staged_demo(lab=LAB) -> dict:
@@ -171,6 +168,8 @@ def test_similarity_is_the_same_in_every_process():
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert len(runs) == 1
 
+
+@pytest.mark.slow
 def test_similarity_imports_no_matplotlib_yet_copydetect_keeps_a_working_pyplot():
     """copydetect imports pyplot for reports the kit never makes (copydetect_lite defers it); what
     imports matplotlib afterwards, and copydetect's own pyplot if ever used, get the real one."""
@@ -178,7 +177,6 @@ def test_similarity_imports_no_matplotlib_yet_copydetect_keeps_a_working_pyplot(
               "import copydetect.detector as detector, matplotlib.pyplot as plt; "
               "assert type(plt) is type(sys) and detector.plt.hist is plt.hist and plt.hist.__module__ == plt.__name__")
     subprocess.run([sys.executable, "-c", script], cwd=KIT, check=True)
-
 
 
 def test_a_picture_reads_at_once():

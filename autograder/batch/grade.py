@@ -19,10 +19,8 @@ matches (unless ``force``), so an interrupted run resumes where it stopped.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
-import importlib
 import json
 import os
 import queue
@@ -32,8 +30,10 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from urllib.parse import quote
 
@@ -43,10 +43,13 @@ from autograder.lab import DECLARATION, Lab
 from autograder.limits import DEFAULTS, JOBS, Limits
 from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
-from autograder.reports.feedback import feedback_html, feedback_markdown
+from autograder.reports.feedback import compile_templates, feedback_html, feedback_markdown
 from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
 from autograder.results import CohortRun, SubmissionResult, read_record, read_run, write_record
 from autograder.text import one_line
+
+if TYPE_CHECKING:
+    from autograder.batch.shard import Shard
 
 FINGERPRINT = ".fingerprint"
 STUDENTS = "students"  # <out>/students/<student>/: one folder per student, apart from the class's files
@@ -304,55 +307,51 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path
     return seen
 
 
-SIMILARITY = "autograder.reports.similarity"  # imported only for class files: copydetect and numpy
+def near_copies(lab: Lab, staged_folders: dict[str, Path]) -> dict:
+    """The similarity among the staged submissions (:mod:`autograder.reports.similarity`, imported
+    only here: copydetect and numpy take 0.3 s)."""
+    from autograder.reports.similarity import similarity
+
+    return similarity(lab, staged_folders)
 
 
-def load_similarity_meanwhile() -> None:
-    """Import the similarity and its libraries (0.3 s) in a thread while the lanes grade: the batch
-    mostly waits then. Safe because nothing else in this process imports them (no module is imported
-    by two threads at once); an error shows where it is imported again (write_class_files)."""
-    def load():
-        with contextlib.suppress(Exception):
-            importlib.import_module(SIMILARITY)
-
-    threading.Thread(target=load, name="import-similarity", daemon=True).start()
-
-
-def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], staged_folders: dict[str, Path]) -> None:
-    """The class's grades.csv and report.html, with the near-copies among the staged submissions."""
-    from autograder.reports.similarity import similarity  # loaded meanwhile (SIMILARITY); waits if still loading
-
+def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], similar: dict) -> None:
+    """The class's grades.csv and report.html, with the near-copies found (:func:`near_copies`)."""
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
-    write_atomically(out / "report.html", class_report(lab, records, links, similarity(lab, staged_folders)))
+    write_atomically(out / "report.html", class_report(lab, records, links, similar))
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
-          limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True) -> CohortRun:
+          limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True,
+          shard: Shard | None = None) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     run (every student's record, and who could not be graded). ``replay=False`` runs every check in
     full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only:
     no grades.csv, report.html or similarity (a Gradescope upload, a cohort of one whose class report
-    nobody reads)."""
+    nobody reads, a shard). ``shard`` grades its slice of the cohort only (:mod:`autograder.batch.shard`)."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    cohort = discover(lab, submissions)
+    cohort = [s for s in discover(lab, submissions) if shard is None or shard.holds(s.student)]
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         todo, staged_folders = stage_cohort(lab, cohort, staging, out, force)
-        if class_files:
-            load_similarity_meanwhile()
-        lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, Progress(lab.name, len(todo), stream))
-        records = [read_record(student_folder(out, s.student)) for s in cohort]
-        for submission, record in zip(cohort, records):
-            if record is None:
-                lanes.ungraded.setdefault(submission.student, "no report")
-        records = [r for r in records if r is not None]
-        if class_files:
-            write_class_files(lab, out, records, staged_folders)
+        # While the lanes grade (the batch mostly waits then): the pages' templates compiled, and the
+        # near-copies found, which need the staged code only (the workers cannot write to it).
+        with ThreadPoolExecutor(1, thread_name_prefix="meanwhile") as meanwhile:
+            meanwhile.submit(compile_templates)
+            similar = meanwhile.submit(near_copies, lab, staged_folders) if class_files else None
+            lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, Progress(lab.name, len(todo), stream))
+            records = [read_record(student_folder(out, s.student)) for s in cohort]
+            for submission, record in zip(cohort, records):
+                if record is None:
+                    lanes.ungraded.setdefault(submission.student, "no report")
+            records = [r for r in records if r is not None]
+            if similar is not None:
+                write_class_files(lab, out, records, similar.result())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo),
@@ -360,9 +359,13 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
                      seconds=time.monotonic() - started)
 
 
-def grade_course(labs: list[Lab], submissions: Path, out: Path, **options) -> list[CohortRun]:
+def grade_course(labs: list[Lab], submissions: Path, out: Path, shard: Shard | None = None, **options
+                 ) -> list[CohortRun]:
     """Grade every lab of ``labs`` the cohort handed in, each into ``out/<lab>/``, and write the
-    course's ``out/grades.csv``: one row per student, one total per lab."""
-    runs = [grade(lab, submissions, out / lab.name, **options) for lab in labs_submitted(labs, submissions)]
-    write_atomically(out / "grades.csv", course_csv(runs))
+    course's ``out/grades.csv``: one row per student, one total per lab. A shard grades its slice of
+    every lab the whole cohort handed in and writes no class files (``make merge`` does)."""
+    runs = [grade(lab, submissions, out / lab.name, shard=shard, class_files=shard is None, **options)
+            for lab in labs_submitted(labs, submissions)]
+    if runs and shard is None:
+        write_atomically(out / "grades.csv", course_csv(runs))
     return runs

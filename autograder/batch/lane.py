@@ -23,7 +23,6 @@ import traceback
 from pathlib import Path
 
 from autograder.course import KIT_ROOT
-from autograder.harness.clean_start import restart_clean
 from autograder.lab import Lab
 from autograder.limits import Limits, add_options, from_options
 
@@ -97,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     # The back-stop: what a submission makes the judge hold is bounded already (codec's frames, a
     # check's answers); this keeps one lane from taking the machine. A lane normally maps about 0.7 GiB.
     resource.setrlimit(resource.RLIMIT_AS, (limits.judge_memory_bytes, limits.judge_memory_bytes))
+    from autograder.harness.clean_start import restart_clean  # the judge's side only: not the batch's import
+
     restart_clean("autograder.batch.lane")  # before this process reads a job: its zygote holds nothing of the lane's
     answers = sys.stdout
     sys.stdout = sys.stderr  # only answers go to the orchestrator's pipe

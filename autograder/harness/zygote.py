@@ -142,6 +142,7 @@ def serve_requests(control: socket.socket) -> None:
                 end.close()
             os.close(output)
             os.close(output_end)
+    reap(statuses)  # the judge hung up, its workers ended: none is left for init to collect
 
 
 def serve_forked(control: socket.socket, judge: int, kit: Path) -> None:

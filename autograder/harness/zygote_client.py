@@ -16,6 +16,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 
 from autograder.course import KIT_ROOT
 from autograder.harness import sandbox
@@ -118,6 +119,21 @@ class Zygote:
         if cls._shared is None or cls._shared.proc.poll() is not None:
             cls._shared = cls.start()
         return cls._shared
+
+    @classmethod
+    def stop_shared(cls) -> None:
+        """Hang up on the shared zygote and wait for it to end, having collected the workers that ended
+        (killed if it takes more than a second): a judge that ends leaves no process behind, not even
+        one for init to collect."""
+        zygote, cls._shared = cls._shared, None
+        if zygote is None:
+            return
+        zygote.control.close()
+        deadline = time.monotonic() + 1.0
+        while zygote.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        zygote.proc.kill()
+        zygote.proc.wait()
 
     def fork(self, request: dict) -> tuple[socket.socket, int, int]:
         """A new confined worker: the judge's socket to it, the pipe it prints into and its pid."""

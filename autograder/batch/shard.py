@@ -1,0 +1,148 @@
+"""A cohort graded on several machines: ``make grade SHARD=i/N`` grades one slice, ``make merge``
+joins the slices into one course.
+
+A student's slice depends on their folder's name alone (a hash), so it is the same whatever else
+the cohort holds and whichever machine asks. A shard's output is a run's output with the students
+of its slice only: their folders (records, feedback, results.json, fingerprints) and ``shard.json``
+(which slice, which labs); the class files need the whole cohort, so the merge writes them:
+it takes each student's folder from the shard that graded it, then writes every lab's grades.csv and
+report.html (similarity across all shards, from the submissions themselves) and the course's
+grades.csv as one run over the whole cohort writes them. Nothing is graded again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.batch.grade import (discover, labs_submitted, near_copies, stage_cohort, student_folder,
+                                    write_class_files)
+from autograder.files import write_atomically
+from autograder.lab import Lab
+from autograder.reports.records import course_csv
+from autograder.results import CohortRun, read_record
+
+SHARD_FILE = "shard.json"  # <out>/shard.json: a shard's output, not a course's
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Slice ``index`` (from 1) of ``count``."""
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"2/4"``; an argparse type, so a bad value is said in the command's words."""
+        found = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if not found or not 1 <= int(found[1]) <= int(found[2]):
+            raise argparse.ArgumentTypeError(f"a shard is i/N with 1 <= i <= N, as 2/4; not {text!r}")
+        return cls(int(found[1]), int(found[2]))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, student: str) -> bool:
+        digest = hashlib.sha256(os.fsencode(student)).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+
+def write_shard_file(out: Path, shard: Shard, labs: list[str]) -> None:
+    """Written as the shard starts: a shard stopped halfway is still named, its missing students too."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomically(out / SHARD_FILE, json.dumps({"shard": str(shard), "labs": labs}))
+
+
+class MergeError(Exception):
+    """The shards given are not one whole cohort: what is missing or repeated, in the instructor's words."""
+
+
+@dataclass(frozen=True)
+class ShardOutput:
+    folder: Path
+    shard: Shard
+    labs: tuple[str, ...]  # the labs it graded
+
+
+def read_shards(folders: list[Path]) -> list[ShardOutput]:
+    """Each folder's shard; every slice of one count exactly once, or MergeError says which is not."""
+    shards = []
+    for folder in folders:
+        try:
+            said = json.loads((folder / SHARD_FILE).read_text())
+            shards.append(ShardOutput(folder, Shard.parse(said["shard"]), tuple(said["labs"])))
+        except (OSError, ValueError, KeyError, TypeError, argparse.ArgumentTypeError) as exc:
+            raise MergeError(f"{folder} is not a shard's output (no readable {SHARD_FILE}: {exc})") from exc
+    counts = {output.shard.count for output in shards}
+    if len(counts) != 1:
+        raise MergeError(f"the shards were cut from different counts: {sorted(str(o.shard) for o in shards)}")
+    count = counts.pop()
+    given = sorted(output.shard.index for output in shards)
+    if given != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(given))
+        repeated = sorted({i for i in given if given.count(i) > 1})
+        raise MergeError(f"not every shard of {count} exactly once: missing {missing or 'none'}, "
+                         f"given twice {repeated or 'none'}")
+    return shards
+
+
+def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Path) -> list[CohortRun]:
+    """Join the shards' outputs into ``out``, as one run over ``submissions`` would have written it.
+    All of it is built and checked in a folder beside ``out`` first: ``out`` gets it (each lab's
+    folder and the course's grades.csv replaced, nothing else touched) only when every lab merged."""
+    out = out.resolve()
+    shards = read_shards(shard_folders)
+    if any(output.folder.resolve() == out for output in shards):
+        raise MergeError(f"{out} is a shard's folder: merge into another one (OUT=...)")
+    lab_runs = labs_submitted(labs, submissions)
+    if not lab_runs:
+        return []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-merging-"))
+    try:
+        runs = [merge_lab(lab, shards, submissions, building / lab.name) for lab in lab_runs]
+        write_atomically(building / "grades.csv", course_csv(runs))
+        out.mkdir(exist_ok=True)
+        for lab in lab_runs:
+            shutil.rmtree(out / lab.name, ignore_errors=True)
+            (building / lab.name).rename(out / lab.name)
+        (building / "grades.csv").replace(out / "grades.csv")
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return runs
+
+
+def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: Path) -> CohortRun:
+    """One lab's folder in ``lab_out``: every student's files from the shard holding them, then the
+    class files; MergeError when a shard did not grade the lab, lacks a student or graded other files."""
+    for output in shards:
+        if lab.name not in output.labs:
+            raise MergeError(f"shard {output.shard} ({output.folder}) did not grade {lab.name} (it graded "
+                             f"{', '.join(output.labs) or 'nothing'}): merge with the LAB= the shards had")
+    cohort = discover(lab, submissions)
+    for submission in cohort:
+        output = next(o for o in shards if o.shard.holds(submission.student))
+        graded = student_folder(output.folder / lab.name, submission.student)
+        if read_record(graded) is None:
+            raise MergeError(f"{lab.name}: shard {output.shard} ({output.folder}) has no readable report of "
+                             f"{submission.student!r}: grade that shard again (it resumes where it stopped)")
+        shutil.copytree(graded, student_folder(lab_out, submission.student))
+    records = [read_record(student_folder(lab_out, s.student)) for s in cohort]
+    staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
+    try:  # similarity reads the staged copies, as a run does; their fingerprints are the reports'
+        stale, staged_folders = stage_cohort(lab, cohort, staging, lab_out, force=False)
+        if stale:
+            raise MergeError(f"{lab.name}: the shards graded other files than {submissions} holds now "
+                             f"({', '.join(repr(s.student) for s, _, _ in stale[:5])}"
+                             f"{', ...' if len(stale) > 5 else ''}): grade their shards again")
+        write_class_files(lab, lab_out, records, near_copies(lab, staged_folders))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return CohortRun(lab.name, records, graded=0, skipped=len(cohort))
