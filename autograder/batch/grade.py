@@ -19,8 +19,10 @@ matches (unless ``force``), so an interrupted run resumes where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
+import importlib
 import json
 import os
 import queue
@@ -30,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -307,21 +308,30 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path
     return seen
 
 
-def near_copies(lab: Lab, staged_folders: dict[str, Path]) -> dict:
-    """The similarity among the staged submissions (:mod:`autograder.reports.similarity`, imported
-    only here: copydetect and numpy take 0.3 s)."""
-    from autograder.reports.similarity import similarity
+def prepare_reports_meanwhile(class_files: bool) -> None:
+    """While the lanes grade (the batch mostly waits then), in a thread that never holds the batch up
+    (a daemon: an interrupted run ends at once): the pages' templates compiled and, for class files,
+    the similarity's libraries imported (copydetect and numpy, 0.3 s). Safe because nothing else in
+    this process imports them meanwhile; an error shows where they are used."""
+    def prepare():
+        with contextlib.suppress(Exception):
+            compile_templates()
+            if class_files:
+                importlib.import_module("autograder.reports.similarity")
 
-    return similarity(lab, staged_folders)
+    threading.Thread(target=prepare, name="prepare-reports", daemon=True).start()
 
 
-def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], similar: dict) -> None:
-    """The class's grades.csv and report.html, with the near-copies found (:func:`near_copies`)."""
+def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], staged_folders: dict[str, Path]) -> None:
+    """The class's grades.csv and report.html, with the near-copies among the staged submissions
+    (found once every submission is graded, as every run finds them, whatever the sandbox held)."""
+    from autograder.reports.similarity import similarity  # imported meanwhile; waits if still importing
+
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
-    write_atomically(out / "report.html", class_report(lab, records, links, similar))
+    write_atomically(out / "report.html", class_report(lab, records, links, similarity(lab, staged_folders)))
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
@@ -339,19 +349,15 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         todo, staged_folders = stage_cohort(lab, cohort, staging, out, force)
-        # While the lanes grade (the batch mostly waits then): the pages' templates compiled, and the
-        # near-copies found, which need the staged code only (the workers cannot write to it).
-        with ThreadPoolExecutor(1, thread_name_prefix="meanwhile") as meanwhile:
-            meanwhile.submit(compile_templates)
-            similar = meanwhile.submit(near_copies, lab, staged_folders) if class_files else None
-            lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, Progress(lab.name, len(todo), stream))
-            records = [read_record(student_folder(out, s.student)) for s in cohort]
-            for submission, record in zip(cohort, records):
-                if record is None:
-                    lanes.ungraded.setdefault(submission.student, "no report")
-            records = [r for r in records if r is not None]
-            if similar is not None:
-                write_class_files(lab, out, records, similar.result())
+        prepare_reports_meanwhile(class_files)
+        lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, Progress(lab.name, len(todo), stream))
+        records = [read_record(student_folder(out, s.student)) for s in cohort]
+        for submission, record in zip(cohort, records):
+            if record is None:
+                lanes.ungraded.setdefault(submission.student, "no report")
+        records = [r for r in records if r is not None]
+        if class_files:
+            write_class_files(lab, out, records, staged_folders)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo),

@@ -22,8 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.batch.grade import (discover, labs_submitted, near_copies, stage_cohort, student_folder,
-                                    write_class_files)
+from autograder.batch.grade import discover, labs_submitted, stage_cohort, student_folder, write_class_files
 from autograder.files import write_atomically
 from autograder.lab import Lab
 from autograder.reports.records import course_csv
@@ -142,7 +141,7 @@ def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: P
             raise MergeError(f"{lab.name}: the shards graded other files than {submissions} holds now "
                              f"({', '.join(repr(s.student) for s, _, _ in stale[:5])}"
                              f"{', ...' if len(stale) > 5 else ''}): grade their shards again")
-        write_class_files(lab, lab_out, records, near_copies(lab, staged_folders))
+        write_class_files(lab, lab_out, records, staged_folders)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=0, skipped=len(cohort))

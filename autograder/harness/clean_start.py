@@ -31,6 +31,7 @@ import runpy
 import signal
 import socket
 import sys
+import threading
 from typing import NoReturn
 
 from autograder.course import KIT_ROOT
@@ -116,21 +117,30 @@ def carry_on(held: int) -> None:
 def end_without_finalizing(status) -> NoReturn:
     """End the judge as ``sys.exit(status)`` would, less Python's finalization: freeing torch's modules
     one by one costs a third of a second of every judge's run, and the kernel frees it all at once.
-    What the judge registered to do at exit (its workers closed, their folders removed) runs first,
-    then its zygote is stopped; a judge runs no threads of its own that normal exit would wait for."""
-    atexit._run_exitfuncs()
-    Zygote.stop_shared()
-    if status is None:
-        code = 0
-    elif isinstance(status, int):
-        code = status
-    else:  # as sys.exit("message") does
-        print(status, file=sys.stderr)
-        code = 1
-    for stream in (sys.stdout, sys.stderr):
+    As normal exit does first: threads joined, what the judge registered to do at exit run (its
+    workers closed, their folders removed); then its zygote is stopped, the output flushed (120
+    when it cannot be, as Python's own exit says)."""
+    code = 1
+    try:
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
         with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
+            Zygote.stop_shared()
+        if status is None:
+            code = 0
+        elif isinstance(status, int):
+            code = status
+        else:  # as sys.exit("message") does
+            print(status, file=sys.stderr)
+        for stream in {sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__} - {None}:
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - said by the exit status, as Python's own exit says it
+                code = code or 120
+    finally:
+        os._exit(code)
 
 
 if __name__ == "__main__":
