@@ -57,10 +57,6 @@ test: $(DEV_READY)
 	$(PY) -m ruff check .
 	$(PY) -m pytest tests -n auto --maxprocesses=4
 
-# The kit's tests write bytecode as Python does by default (a module compiled once, when first imported), even
-# where PYTHONDONTWRITEBYTECODE is set: .venv then needs no compiling up front (17 s of a fresh clone's make test).
-test test-fast: export PYTHONDONTWRITEBYTECODE :=
-
 ## make test-fast: the unit tests, in seconds (nothing graded, no browser, notebook or process): after every change
 test-fast: $(DEV_READY)
 	$(PY) -m ruff check .
