@@ -25,6 +25,7 @@ import pytest
 
 from autograder.batch.lane import Lane
 from autograder.harness import cgroup, sandbox
+from autograder.harness.zygote_client import parent_of
 from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, SOLUTIONS, grades_table, once_per_run
 
@@ -444,8 +445,9 @@ def holds(pid: int, needle: bytes) -> bool:
 
 
 def children_of(pid: int) -> list[int]:
+    """``pid``'s children now (a process that ends while /proc is read, another test's, is none of them)."""
     return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()
-            and (entry / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(pid)]
+            and parent_of(int(entry.name)) == pid]
 
 
 def test_the_zygote_holds_nothing_of_its_judges_environment(tmp_path, monkeypatch):

@@ -126,14 +126,16 @@ def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: P
             raise MergeError(f"shard {output.shard} ({output.folder}) did not grade {lab.name} (it graded "
                              f"{', '.join(output.labs) or 'nothing'}): merge with the LAB= the shards had")
     cohort = discover(lab, submissions)
+    records = []
     for submission in cohort:
         output = next(o for o in shards if o.shard.holds(submission.student))
         graded = student_folder(output.folder / lab.name, submission.student)
-        if read_record(graded) is None:
+        record = read_record(graded)
+        if record is None:
             raise MergeError(f"{lab.name}: shard {output.shard} ({output.folder}) has no readable report of "
                              f"{submission.student!r}: grade that shard again (it resumes where it stopped)")
         shutil.copytree(graded, student_folder(lab_out, submission.student))
-    records = [read_record(student_folder(lab_out, s.student)) for s in cohort]
+        records.append(record)
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     try:  # similarity reads the staged copies, as a run does; their fingerprints are the reports'
         stale, staged_folders = stage_cohort(lab, cohort, staging, lab_out, force=False)

@@ -132,8 +132,7 @@ class Zygote:
         deadline = time.monotonic() + 1.0
         while zygote.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
-        zygote.proc.kill()
-        zygote.proc.wait()
+        zygote.replace()  # kills only one still running
 
     def fork(self, request: dict) -> tuple[socket.socket, int, int]:
         """A new confined worker: the judge's socket to it, the pipe it prints into and its pid."""

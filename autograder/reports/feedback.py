@@ -29,17 +29,15 @@ TEMPLATES = jinja2.Environment(loader=jinja2.PackageLoader("autograder.reports")
                                undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                                finalize=lambda value: printable(value) if isinstance(value, str)
                                and not isinstance(value, Markup) else value)
+# Markdown of the lab's own texts (hints, titles): raw HTML in it is shown as text, never run.
+TEMPLATES.filters["markdown"] = lambda text: Markup(mistune.create_markdown(escape=True)(text))
+TEMPLATES.filters["heatmap"] = lambda picture: Markup(heatmap_svg(picture))
 
 
 def compile_templates() -> None:
     """Compile the pages' templates now (Jinja2 keeps them): a batch does it while its lanes grade."""
     for name in TEMPLATES.list_templates(extensions=["html"]):
         TEMPLATES.get_template(name)
-
-
-# Markdown of the lab's own texts (hints, titles): raw HTML in it is shown as text, never run.
-TEMPLATES.filters["markdown"] = lambda text: Markup(mistune.create_markdown(escape=True)(text))
-TEMPLATES.filters["heatmap"] = lambda picture: Markup(heatmap_svg(picture))
 
 
 def state(got: float, out_of: float) -> str:
