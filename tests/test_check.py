@@ -1,5 +1,6 @@
 """`make check`: the student's loop on their working copy, through the same boundary as `make grade`."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -111,3 +112,25 @@ def test_the_readme_quotes_only_commands_and_paths_that_exist():
     paths = set(re.findall(r"`((?:autograder|tests|source|deploy|examples|solutions|assignments|\.github|\.ci)/"
                            r"[^`<>*\s]*)`", readme))
     assert len(paths) > 20 and sorted(p for p in paths if not (KIT / p.split("::")[0]).exists()) == []
+
+
+def test_a_judge_caches_its_bytecode_as_its_caller_would_and_its_workers_none(tmp_path):
+    """A student's ``.venv`` is installed without bytecode where Python writes it on first import
+    (deploy/student/Makefile). The judge imports torch in its clean process
+    (autograder.harness.clean_start), under the zygote's environment, which forbids writing: had it
+    obeyed that, no process of ``make check`` would ever cache torch's bytecode, and every run would
+    compile it again (3.1 s instead of 1.7 s). Kit modules only the clean process imports show it. The
+    workers run unconfined, so that only the zygote's own setting keeps them from writing."""
+    kit = tmp_path / "kit"
+    shutil.copytree(KIT, kit, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "examples", "dist"))
+    caches = kit / "autograder" / "harness" / "__pycache__"
+    submission = students_copy(tmp_path)
+    for writes, environment in ((False, {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}),
+                                (True, {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})):
+        run = subprocess.run([sys.executable, "-m", "autograder", "check", "--submission", str(submission),
+                              "--part", "scores", "--no-sandbox"],
+                             cwd=kit, env=environment, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        cached = {path.name.split(".")[0] for path in caches.glob("*.pyc")}
+        assert ({"zygote", "worker"} <= cached) == writes, cached  # imported by the clean process alone
+        assert not (submission / "__pycache__").exists(), "a worker wrote the student's modules' bytecode"

@@ -18,7 +18,8 @@ torch imported and its zygote ready.
 So the judge runs with the zygote's interpreter settings and preparation: hash seed 0, the C.UTF-8
 locale, torch on one thread, what was loaded before the fork frozen; ``PYTHON*`` variables read at
 start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not apply to it, though it has them back for
-whatever it starts. Unbuffered output and whether bytecode is written are restored.
+whatever it starts. Unbuffered output is restored; whether bytecode is written is the caller's from
+the start (torch's included).
 """
 
 from __future__ import annotations
@@ -52,8 +53,7 @@ def restart_clean(entry: str) -> None:
         Zygote.shared()
         return
     state = json.dumps({"entry": entry, "argv": sys.argv[1:], "environ": dict(os.environ), "cwd": os.getcwd(),
-                        "path": sys.path, "write_through": getattr(sys.stdout, "write_through", False),
-                        "dont_write_bytecode": sys.dont_write_bytecode}).encode()
+                        "path": sys.path, "write_through": getattr(sys.stdout, "write_through", False)}).encode()
     here, held = os.getcwd(), None
     try:
         held = os.memfd_create("autograder-judge", 0)  # inherited across execve; read only after the fork
@@ -64,7 +64,11 @@ def restart_clean(entry: str) -> None:
         sys.stderr.flush()
         os.chdir(KIT_ROOT)  # where `-m autograder...` is found; the folder is given back
         # The entry's name too, for `ps` (the zygote's command line then says whose it is).
-        os.execve(sys.executable, [sys.executable, "-m", __name__, str(held), entry], sandbox.ENVIRONMENT)
+        # Whether it writes bytecode is the caller's (the zygote's environment forbids it): the clean
+        # process is the only one of a judge's that imports torch, and a judge that never cached its
+        # bytecode would compile torch again in every run (3.1 s instead of 1.7 s of a `make check`).
+        bytecode = "no-bytecode" if sys.dont_write_bytecode else "bytecode"
+        os.execve(sys.executable, [sys.executable, "-m", __name__, str(held), entry, bytecode], sandbox.ENVIRONMENT)
     except OSError:  # no memory file here (a seccomp profile), or no execve: a zygote of its own
         if held is not None:
             os.close(held)
@@ -101,10 +105,6 @@ def carry_on(held: int) -> None:
     if state["write_through"]:  # started unbuffered (-u is not carried over, PYTHONUNBUFFERED came back too late)
         sys.stdout.reconfigure(write_through=True)
         sys.stderr.reconfigure(write_through=True)
-    # The judge caches the bytecode of what it imports as its caller would (its modules, the checks'
-    # rewritten asserts): compiled again in every judge, they cost about 0.1 s. The zygote and the
-    # workers, forked before this, write none.
-    sys.dont_write_bytecode = state["dont_write_bytecode"]
     sys.argv[1:] = state["argv"]
     try:
         runpy.run_module(state["entry"], run_name="__main__", alter_sys=True)
@@ -144,4 +144,7 @@ def end_without_finalizing(status) -> NoReturn:
 
 
 if __name__ == "__main__":
+    # As its caller would, the judge caches the bytecode of what it imports (torch's modules, its own,
+    # the checks' rewritten asserts); the zygote and its workers write none (zygote.serve_forked).
+    sys.dont_write_bytecode = sys.argv[3] == "no-bytecode"
     carry_on(int(sys.argv[1]))  # argv[2], the entry, is for `ps`: the memory file says it too

@@ -150,6 +150,7 @@ def serve_forked(control: socket.socket, judge: int, kit: Path) -> None:
     anything of its own (:mod:`autograder.harness.clean_start`): keep only the control socket; write
     nowhere of the judge's."""
     tie_to(judge)
+    sys.dont_write_bytecode = True  # the judge may write its bytecode; what workers import writes none
     devnull = os.open(os.devnull, os.O_RDWR)
     for stream in (0, 1, 2):
         os.dup2(devnull, stream)
