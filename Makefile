@@ -57,6 +57,11 @@ test: $(DEV_READY)
 	$(PY) -m ruff check .
 	$(PY) -m pytest tests -n auto --maxprocesses=4
 
+# The kit's tests write bytecode as Python does by default (a module compiled once, by the first process that
+# imports it: a judge's clean process too), even where PYTHONDONTWRITEBYTECODE is set: .venv then needs no
+# compiling up front (a fresh clone's make test: 26 s before pytest starts, 14 s without).
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
+
 ## make test-fast: the unit tests, in seconds (nothing graded, no browser, notebook or process): after every change
 test-fast: $(DEV_READY)
 	$(PY) -m ruff check .
