@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import importlib
 import json
 import os
 import queue
@@ -32,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +46,7 @@ from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
 from autograder.reports.feedback import compile_templates, feedback_html, feedback_markdown
 from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
+from autograder.reports.staged_code import module_texts
 from autograder.results import CohortRun, SubmissionResult, read_record, read_run, write_record
 from autograder.text import one_line
 
@@ -308,30 +309,39 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path
     return seen
 
 
-def prepare_reports_meanwhile(class_files: bool) -> None:
+def prepare_reports_meanwhile(lab: Lab, staged_folders: dict[str, Path], class_files: bool) -> Future:
     """While the lanes grade (the batch mostly waits then), in a thread that never holds the batch up
     (a daemon: an interrupted run ends at once): the pages' templates compiled and, for class files,
-    the similarity's libraries imported (copydetect and numpy, 0.3 s). Safe because nothing else in
-    this process imports them meanwhile; an error shows where they are used."""
+    the near-copies among the staged submissions found (copydetect and numpy imported, 0.3 s; one
+    submission compared with the reference, 0.15 s). Their code is read here, before any student's
+    code runs. The future's result: the similarity (None without class files). Safe because nothing
+    else in this process imports copydetect or its libraries meanwhile."""
+    texts = module_texts(lab, staged_folders) if class_files else None
+    found: Future = Future()
+
     def prepare():
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a template's error shows where the page is rendered
             compile_templates()
-            if class_files:
-                importlib.import_module("autograder.reports.similarity")
+        try:
+            if texts is None:
+                found.set_result(None)
+                return
+            from autograder.reports.similarity import near_copies
+            found.set_result(near_copies(lab, texts))
+        except BaseException as exc:  # noqa: BLE001 - raised where the similarity is used
+            found.set_exception(exc)
 
     threading.Thread(target=prepare, name="prepare-reports", daemon=True).start()
+    return found
 
 
-def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], staged_folders: dict[str, Path]) -> None:
-    """The class's grades.csv and report.html, with the near-copies among the staged submissions
-    (found once every submission is graded, as every run finds them, whatever the sandbox held)."""
-    from autograder.reports.similarity import similarity  # imported meanwhile; waits if still importing
-
+def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], near_copies: dict) -> None:
+    """The class's grades.csv and report.html, with the near-copies among the staged submissions."""
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
-    write_atomically(out / "report.html", class_report(lab, records, links, similarity(lab, staged_folders)))
+    write_atomically(out / "report.html", class_report(lab, records, links, near_copies))
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
@@ -349,7 +359,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         todo, staged_folders = stage_cohort(lab, cohort, staging, out, force)
-        prepare_reports_meanwhile(class_files)
+        near_copies = prepare_reports_meanwhile(lab, staged_folders, class_files)
         lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, Progress(lab.name, len(todo), stream))
         records = [read_record(student_folder(out, s.student)) for s in cohort]
         for submission, record in zip(cohort, records):
@@ -357,7 +367,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
                 lanes.ungraded.setdefault(submission.student, "no report")
         records = [r for r in records if r is not None]
         if class_files:
-            write_class_files(lab, out, records, staged_folders)
+            write_class_files(lab, out, records, near_copies.result())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo),

@@ -121,6 +121,8 @@ def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Pa
 def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: Path) -> CohortRun:
     """One lab's folder in ``lab_out``: every student's files from the shard holding them, then the
     class files; MergeError when a shard did not grade the lab, lacks a student or graded other files."""
+    from autograder.reports.similarity import similarity  # copydetect and numpy: a merge's alone, not a shard's
+
     for output in shards:
         if lab.name not in output.labs:
             raise MergeError(f"shard {output.shard} ({output.folder}) did not grade {lab.name} (it graded "
@@ -143,7 +145,7 @@ def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: P
             raise MergeError(f"{lab.name}: the shards graded other files than {submissions} holds now "
                              f"({', '.join(repr(s.student) for s, _, _ in stale[:5])}"
                              f"{', ...' if len(stale) > 5 else ''}): grade their shards again")
-        write_class_files(lab, lab_out, records, staged_folders)
+        write_class_files(lab, lab_out, records, similarity(lab, staged_folders))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=0, skipped=len(cohort))

@@ -8,8 +8,8 @@ baseline for that module, the median share of its pairs: where short correct ans
 (every pair shares much), sharing much says nothing, and only a pair far above the baseline is
 listed (:func:`stands_out`).
 
-Reads the staged copies of the submissions (regular files the batch already checked), never the
-students' folders themselves.
+Compares the staged copies of the submissions, never the students' folders themselves
+(:mod:`autograder.reports.staged_code`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from pygments.lexers import PythonLexer
 from pygments.token import Comment, String, Whitespace
 
 from autograder.lab import Lab
+from autograder.reports.staged_code import REFERENCE, module_texts, read_module
 from autograder.reports.copydetect_lite import (CodeFingerprint, compare_files, filter_code, get_token_coverage,
                                                   winnow)
-from autograder.text import one_line, printable
+from autograder.text import one_line
 
 # copydetect's defaults: fingerprints are 25-character k-grams of the filtered code (each name one
 # character), and any run of 30 shared characters is found.
@@ -40,7 +41,6 @@ WINDOW = GUARANTEE - NOISE + 1
 THRESHOLD = 0.6
 # Fewer pairs than this make no baseline (a median of two says nothing): the threshold alone decides.
 BASELINE_PAIRS = 6
-REFERENCE = None  # the reference solution's key among the students': no folder name can be None
 SHOWN_SIDE_BY_SIDE = 40  # pairs whose code the report shows; the rest are listed
 
 
@@ -160,34 +160,29 @@ def closest_pairs(members: set, pairs: list[dict]) -> list[dict]:
     return kept
 
 
-def fingerprints(lab: Lab, module: str, staged: dict[str, Path]) -> dict:
+def fingerprints(lab: Lab, module: str, texts: list[tuple[str | None, str]]) -> dict:
     """Each submission's (and the reference's) module: ``{key: (fingerprint of its own code, the
     module as handed in, its own code)}``, for those that wrote any."""
     given = given_lines(lab.release / module)
-    sources = [(student, folder / module) for student, folder in sorted(staged.items())]
-    sources.append((REFERENCE, lab.reference / module))
     prints, made = {}, {}  # made: by text, as many hand in the same one (an untouched stub, the same copy)
-    for student, path in sources:
-        if path.is_file() and not path.is_symlink():
-            text = read_module(path)
-            if text not in made:
-                own = own_code(text, given)
-                made[text] = (StableFingerprint(module, own), own)
-            fingerprint, own = made[text]
-            if fingerprint.hashes:
-                prints[student] = (fingerprint, text, own)
+    for student, text in texts:
+        if text not in made:
+            own = own_code(text, given)
+            made[text] = (StableFingerprint(module, own), own)
+        fingerprint, own = made[text]
+        if fingerprint.hashes:
+            prints[student] = (fingerprint, text, own)
     return prints
 
 
-def read_module(path: Path) -> str:
-    """A module's text with one kind of line ending (a Windows editor's CRLF must neither hide a copy
-    nor make the given lines the student's), control characters spelled out."""
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    return printable(text.replace("\r\n", "\n").replace("\r", "\n"))
-
-
 def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) -> dict:
-    """``{"pairs": [...], "groups": [...], "modules": [...], "threshold"}``. A pair: ``{"module", "first", "second",
+    """The near-copies among the staged submissions ``{student: folder}``: :func:`near_copies`."""
+    return near_copies(lab, module_texts(lab, staged), threshold)
+
+
+def near_copies(lab: Lab, texts: dict[str, list[tuple[str | None, str]]], threshold: float = THRESHOLD) -> dict:
+    """The near-copies among the modules' ``texts`` (:func:`autograder.reports.staged_code.module_texts`):
+    ``{"pairs": [...], "groups": [...], "modules": [...], "threshold"}``. A pair: ``{"module", "first", "second",
     "keys", "similarity", "above"}`` (``keys``: the two students' folder names, :data:`REFERENCE` for the
     reference solution; ``above``: how far above the module's baseline, as a share of the way to
     everything), the pairs that stand out only, most above first. A group: ``{"module", "members",
@@ -199,7 +194,7 @@ def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) 
     few pairs), ``"converged"``, ``"listed"}``."""
     pairs, groups, modules = [], [], []
     for module in lab.modules:
-        prints = fingerprints(lab, module, staged)
+        prints = fingerprints(lab, module, texts[module])
         compared, known = [], {}  # known: each pair of distinct fingerprints compared once
         for (a, (first, text_a, own_a)), (b, (second, text_b, own_b)) in itertools.combinations(prints.items(), 2):
             if (id(first), id(second)) not in known:
