@@ -46,7 +46,7 @@ from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
 from autograder.reports.feedback import compile_templates, feedback_html, feedback_markdown
 from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
-from autograder.reports.staged_code import module_texts
+from autograder.reports.staged_code import module_sources
 from autograder.results import CohortRun, SubmissionResult, read_record, read_run, write_record
 from autograder.text import one_line
 
@@ -310,38 +310,39 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path
 
 
 def prepare_reports_meanwhile(lab: Lab, staged_folders: dict[str, Path], class_files: bool) -> Future:
-    """While the lanes grade (the batch mostly waits then), in a thread that never holds the batch up
-    (a daemon: an interrupted run ends at once): the pages' templates compiled and, for class files,
-    the near-copies among the staged submissions found (copydetect and numpy imported, 0.3 s; one
-    submission compared with the reference, 0.15 s). Their code is read here, before any student's
-    code runs. The future's result: the similarity (None without class files). Safe because nothing
-    else in this process imports copydetect or its libraries meanwhile."""
-    texts = module_texts(lab, staged_folders) if class_files else None
-    found: Future = Future()
+    """The pages' templates compiled and, for class files, the near-copies among the staged submissions
+    found (copydetect and numpy imported, 0.3 s; one submission compared with the reference, 0.15 s),
+    while the lanes grade, in a thread (a daemon: an interrupted run ends at once). The code compared is
+    read here, before any student's code runs. The future's result: the similarity (None without class
+    files). Safe because nothing else in this process imports copydetect or its libraries meanwhile."""
+    sources = module_sources(lab, staged_folders) if class_files else None
+    similar: Future = Future()
 
     def prepare():
-        with contextlib.suppress(Exception):  # a template's error shows where the page is rendered
-            compile_templates()
         try:
-            if texts is None:
-                found.set_result(None)
-                return
-            from autograder.reports.similarity import near_copies
-            found.set_result(near_copies(lab, texts))
+            with contextlib.suppress(Exception):  # a template's error shows where the page is rendered
+                compile_templates()
+            if sources is not None:
+                from autograder.reports.similarity import near_copies
+                similar.set_result(near_copies(lab, sources))
         except BaseException as exc:  # noqa: BLE001 - raised where the similarity is used
-            found.set_exception(exc)
+            similar.set_exception(exc)
+        finally:
+            if not similar.done():
+                similar.set_result(None)
 
     threading.Thread(target=prepare, name="prepare-reports", daemon=True).start()
-    return found
+    return similar
 
 
-def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], near_copies: dict) -> None:
-    """The class's grades.csv and report.html, with the near-copies among the staged submissions."""
+def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], similar: dict) -> None:
+    """The class's grades.csv and report.html, with the near-copies among the staged submissions
+    (:func:`autograder.reports.similarity.near_copies`)."""
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
-    write_atomically(out / "report.html", class_report(lab, records, links, near_copies))
+    write_atomically(out / "report.html", class_report(lab, records, links, similar))
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
@@ -359,7 +360,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         todo, staged_folders = stage_cohort(lab, cohort, staging, out, force)
-        near_copies = prepare_reports_meanwhile(lab, staged_folders, class_files)
+        similar = prepare_reports_meanwhile(lab, staged_folders, class_files)
         lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, Progress(lab.name, len(todo), stream))
         records = [read_record(student_folder(out, s.student)) for s in cohort]
         for submission, record in zip(cohort, records):
@@ -367,7 +368,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
                 lanes.ungraded.setdefault(submission.student, "no report")
         records = [r for r in records if r is not None]
         if class_files:
-            write_class_files(lab, out, records, near_copies.result())
+            write_class_files(lab, out, records, similar.result())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo),

@@ -113,6 +113,7 @@ def serve(control: socket.socket) -> None:
 
 def serve_requests(control: socket.socket) -> None:
     """Fork a worker for each request on ``control``, until the judge hangs up."""
+    sys.dont_write_bytecode = True  # a judge that forked this one may write its bytecode; no worker writes any
     statuses: dict[int, int] = {}
     for line in control.makefile("rb"):
         reap(statuses)
@@ -150,7 +151,6 @@ def serve_forked(control: socket.socket, judge: int, kit: Path) -> None:
     anything of its own (:mod:`autograder.harness.clean_start`): keep only the control socket; write
     nowhere of the judge's."""
     tie_to(judge)
-    sys.dont_write_bytecode = True  # the judge may write its bytecode; what workers import writes none
     devnull = os.open(os.devnull, os.O_RDWR)
     for stream in (0, 1, 2):
         os.dup2(devnull, stream)

@@ -76,7 +76,7 @@ def near_copies(similar: dict | None) -> dict[str, list[dict]]:
 
 def class_report(lab: Lab, records: list[SubmissionResult], links: dict[str, str], similar: dict | None = None) -> str:
     """``links``: each student's feedback page, relative to the report; ``similar``: the near-copies
-    (:func:`autograder.reports.similarity.similarity`; None leaves the section out)."""
+    (:func:`autograder.reports.similarity.near_copies`; None leaves the section out)."""
     everyone = sorted(records, key=lambda r: r.student)
     # Who handed nothing in is listed apart and left out of every statistic: a 0 would pull the means.
     absent = [{"name": one_line(r.student), "link": links.get(r.student, "")} for r in everyone if not r.handed_in]

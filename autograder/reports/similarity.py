@@ -25,7 +25,7 @@ from pygments.lexers import PythonLexer
 from pygments.token import Comment, String, Whitespace
 
 from autograder.lab import Lab
-from autograder.reports.staged_code import REFERENCE, module_texts, read_module
+from autograder.reports.staged_code import REFERENCE, module_sources, module_text
 from autograder.reports.copydetect_lite import (CodeFingerprint, compare_files, filter_code, get_token_coverage,
                                                   winnow)
 from autograder.text import one_line
@@ -84,7 +84,7 @@ def given_lines(stub: Path) -> set[str]:
     """The release's code lines of a module, stripped, without its docstrings and comments."""
     if not stub.is_file():
         return set()
-    return {line.strip() for line in own_code(read_module(stub), set()).splitlines() if line.strip()}
+    return {line.strip() for line in own_code(module_text(stub.read_bytes()), set()).splitlines() if line.strip()}
 
 
 def own_code(text: str, given: set[str]) -> str:
@@ -160,12 +160,13 @@ def closest_pairs(members: set, pairs: list[dict]) -> list[dict]:
     return kept
 
 
-def fingerprints(lab: Lab, module: str, texts: list[tuple[str | None, str]]) -> dict:
+def fingerprints(lab: Lab, module: str, sources: list[tuple[str | None, bytes]]) -> dict:
     """Each submission's (and the reference's) module: ``{key: (fingerprint of its own code, the
     module as handed in, its own code)}``, for those that wrote any."""
     given = given_lines(lab.release / module)
     prints, made = {}, {}  # made: by text, as many hand in the same one (an untouched stub, the same copy)
-    for student, text in texts:
+    for student, source in sources:
+        text = module_text(source)
         if text not in made:
             own = own_code(text, given)
             made[text] = (StableFingerprint(module, own), own)
@@ -177,11 +178,11 @@ def fingerprints(lab: Lab, module: str, texts: list[tuple[str | None, str]]) -> 
 
 def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) -> dict:
     """The near-copies among the staged submissions ``{student: folder}``: :func:`near_copies`."""
-    return near_copies(lab, module_texts(lab, staged), threshold)
+    return near_copies(lab, module_sources(lab, staged), threshold)
 
 
-def near_copies(lab: Lab, texts: dict[str, list[tuple[str | None, str]]], threshold: float = THRESHOLD) -> dict:
-    """The near-copies among the modules' ``texts`` (:func:`autograder.reports.staged_code.module_texts`):
+def near_copies(lab: Lab, sources: dict[str, list[tuple[str | None, bytes]]], threshold: float = THRESHOLD) -> dict:
+    """The near-copies among the modules' ``sources`` (:func:`autograder.reports.staged_code.module_sources`):
     ``{"pairs": [...], "groups": [...], "modules": [...], "threshold"}``. A pair: ``{"module", "first", "second",
     "keys", "similarity", "above"}`` (``keys``: the two students' folder names, :data:`REFERENCE` for the
     reference solution; ``above``: how far above the module's baseline, as a share of the way to
@@ -194,7 +195,7 @@ def near_copies(lab: Lab, texts: dict[str, list[tuple[str | None, str]]], thresh
     few pairs), ``"converged"``, ``"listed"}``."""
     pairs, groups, modules = [], [], []
     for module in lab.modules:
-        prints = fingerprints(lab, module, texts[module])
+        prints = fingerprints(lab, module, sources[module])
         compared, known = [], {}  # known: each pair of distinct fingerprints compared once
         for (a, (first, text_a, own_a)), (b, (second, text_b, own_b)) in itertools.combinations(prints.items(), 2):
             if (id(first), id(second)) not in known:
