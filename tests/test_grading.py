@@ -1,5 +1,6 @@
 """The checks grade correctly: reference 100, stubs 0, each wrong module caught, breakage contained."""
 
+import dataclasses
 import io
 import json
 import os
@@ -254,7 +255,7 @@ def test_known_mistakes_change_the_reference(lab):
             assert mistake.title and mistake.hint, mistake.id
 
 
-def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
+def test_answers_like_the_reference_are_never_diagnosed(tmp_path, monkeypatch):
     """The calls of a failing check, answered as the reference answers them, name no mistake:
     a failure that is not about the answers (a dtype, the source's form) is not a misconception.
     Without that guard every mutant that leaves those calls alone would match."""
@@ -272,7 +273,14 @@ def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
         mutant = diagnoser.runner("dropout.no_rescaling", known_mistake("dropout", "no_rescaling"))
         mutant.begin_check()
         mutant.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=torch.ones(3, 4, dtype=torch.bool))
-        assert [m.id for m in diagnoser.diagnose("dropout", mutant.end_check().calls)] == ["dropout.no_rescaling"]
+        no_rescaling = mutant.end_check().calls
+        assert [m.id for m in diagnoser.diagnose("dropout", no_rescaling)] == ["dropout.no_rescaling"]
+        # The same request answered as the reference answers it is another case, not the one worked out above.
+        assert no_rescaling[0].frame == calls[0].frame
+        assert diagnoser.diagnose("dropout", [dataclasses.replace(no_rescaling[0], outcome=calls[0].outcome)]) == []
+        # Another student's same answers: the same diagnosis, worked out once per lane (no worker asked again).
+        monkeypatch.setattr(diagnoser, "runner", lambda *_: pytest.fail("the mutants were asked again"))
+        assert [m.id for m in diagnoser.diagnose("dropout", no_rescaling)] == ["dropout.no_rescaling"]
     finally:
         reference.close()
         diagnoser.close()

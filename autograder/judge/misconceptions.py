@@ -16,7 +16,9 @@ to run many module versions side by side.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import math
+from collections import OrderedDict
 import shutil
 import tempfile
 import tomllib
@@ -37,6 +39,7 @@ CATALOGUE = "misconceptions.toml"
 # Errors that say something about the student's concept (an exception in their code). A stub,
 # a missing module, a time-out or a crash says nothing a mutant could share.
 DIAGNOSABLE_ERRORS = {FailureKind.EXCEPTION}
+DIAGNOSES_KEPT = 4096  # a failed check's diagnosis is a few ids: a class's distinct wrong answers fit
 
 # How close a student's tensor must be to a mutant's to count as the same answer: a mistake
 # written differently from the mutant computes in a different order.
@@ -103,6 +106,10 @@ class Diagnoser:
         self.confined = confined  # like the student's workers: each in a sandbox (and user id) of its own
         self.folder: Path | None = None
         self.runners: dict[str, RemoteCode] = {}
+        # Many students hand in the same mistake, and the same answers to the same requests get the same
+        # diagnosis (the mutants, fixed edits of the reference, answer the same requests alike): each is
+        # worked out once per lane. By a digest of the calls; the least recently asked makes room.
+        self.diagnosed: OrderedDict[bytes, tuple[Misconception, ...]] = OrderedDict()
 
     def runner(self, name: str, mistake: Misconception | None = None) -> RemoteCode:
         """A worker on the reference modules, with ``mistake``'s edits when given."""
@@ -128,6 +135,21 @@ class Diagnoser:
         """
         if not calls or any(c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls):
             return []
+        key = hashlib.blake2b(part.encode(), digest_size=16)
+        for call in calls:  # each piece with its length: no two different calls make the same bytes
+            for piece in (call.frame, call.outcome.answer, repr(call.outcome.error).encode()):
+                key.update(len(piece).to_bytes(8, "little") + piece)
+        key = key.digest()
+        if key in self.diagnosed:
+            self.diagnosed.move_to_end(key)
+        else:
+            self.diagnosed[key] = tuple(self.matching(part, calls))
+            if len(self.diagnosed) > DIAGNOSES_KEPT:
+                self.diagnosed.popitem(last=False)
+        return list(self.diagnosed[key])
+
+    def matching(self, part: str, calls: list[Call]) -> list[Misconception]:
+        """:meth:`diagnose`, asking the reference and the mutants."""
         differs = self.first_difference(self.runner("reference"), calls)
         if differs is None or calls[differs].outcome.error is not None:
             return []
