@@ -1,6 +1,5 @@
 """The checks grade correctly: reference 100, stubs 0, each wrong module caught, breakage contained."""
 
-import dataclasses
 import io
 import json
 import os
@@ -13,8 +12,9 @@ import torch
 
 from autograder.course import hidden_line_ranges
 from autograder.batch.grade import grade as grade_cohort
-from autograder.harness.remote import RemoteCode
+from autograder.harness.remote import RemoteCode, StudentError
 from autograder.judge.misconceptions import Diagnoser, Misconception, load_catalogue
+from autograder.results import FailureKind
 from conftest import KIT, LAB, LABS, PARTS, SOLUTIONS, WRONG_MODULES, grade, once_per_run, submission_with
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -255,7 +255,7 @@ def test_known_mistakes_change_the_reference(lab):
             assert mistake.title and mistake.hint, mistake.id
 
 
-def test_answers_like_the_reference_are_never_diagnosed(tmp_path, monkeypatch):
+def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
     """The calls of a failing check, answered as the reference answers them, name no mistake:
     a failure that is not about the answers (a dtype, the source's form) is not a misconception.
     Without that guard every mutant that leaves those calls alone would match."""
@@ -273,16 +273,46 @@ def test_answers_like_the_reference_are_never_diagnosed(tmp_path, monkeypatch):
         mutant = diagnoser.runner("dropout.no_rescaling", known_mistake("dropout", "no_rescaling"))
         mutant.begin_check()
         mutant.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=torch.ones(3, 4, dtype=torch.bool))
-        no_rescaling = mutant.end_check().calls
-        assert [m.id for m in diagnoser.diagnose("dropout", no_rescaling)] == ["dropout.no_rescaling"]
-        # The same request answered as the reference answers it is another case, not the one worked out above.
-        assert no_rescaling[0].frame == calls[0].frame
-        assert diagnoser.diagnose("dropout", [dataclasses.replace(no_rescaling[0], outcome=calls[0].outcome)]) == []
-        # Another student's same answers: the same diagnosis, worked out once per lane (no worker asked again).
-        monkeypatch.setattr(diagnoser, "runner", lambda *_: pytest.fail("the mutants were asked again"))
-        assert [m.id for m in diagnoser.diagnose("dropout", no_rescaling)] == ["dropout.no_rescaling"]
+        assert [m.id for m in diagnoser.diagnose("dropout", mutant.end_check().calls)] == ["dropout.no_rescaling"]
     finally:
         reference.close()
+        diagnoser.close()
+
+
+class CrashingWorker:
+    """A worker of the diagnoser's that ends on every request."""
+
+    def begin_check(self, record=True):
+        pass
+
+    def request(self, request, wrap=True):
+        raise StudentError(FailureKind.CRASHED, "the process running the code ended")
+
+
+def test_a_lane_works_each_diagnosis_out_once_and_keeps_none_a_failed_worker_spoiled(monkeypatch):
+    """Many students hand in the same mistake: the same calls answered alike are diagnosed once per lane.
+    A run on which a worker of the diagnoser's failed tells nothing, and is not kept."""
+    diagnoser = Diagnoser(KNOWN_MISTAKES[LAB.name], SOLUTIONS, confined=False)
+    try:
+        keep_mask = torch.ones(3, 4, dtype=torch.bool)
+        calls = {}
+        for name in ("reference", "dropout.no_rescaling"):
+            worker = diagnoser.runner(name, known_mistake("dropout", "no_rescaling") if name != "reference" else None)
+            worker.begin_check()
+            worker.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=keep_mask)
+            calls[name] = worker.end_check().calls
+        with monkeypatch.context() as failing:
+            failing.setattr(diagnoser, "runner", lambda *_: CrashingWorker())
+            assert diagnoser.diagnose("dropout", calls["dropout.no_rescaling"]) == []
+        assert [m.id for m in diagnoser.diagnose("dropout", calls["dropout.no_rescaling"])] == ["dropout.no_rescaling"]
+        # The same request answered as the reference answers it is another case than the one worked out above.
+        assert calls["reference"][0].frame == calls["dropout.no_rescaling"][0].frame
+        assert diagnoser.diagnose("dropout", calls["reference"]) == []
+        # Another student's same answers: the same diagnosis, without asking a worker again.
+        monkeypatch.setattr(diagnoser, "runner", lambda *_: pytest.fail("the mutants were asked again"))
+        assert [m.id for m in diagnoser.diagnose("dropout", calls["dropout.no_rescaling"])] == ["dropout.no_rescaling"]
+        assert diagnoser.diagnose("dropout", calls["reference"]) == []
+    finally:
         diagnoser.close()
 
 

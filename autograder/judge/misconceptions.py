@@ -6,7 +6,9 @@ module with a title and a hint about the concept. When a check fails, the judge 
 exact requests the check sent to the student's worker on a worker running each mutant of the
 check's part; a mutant that answers every request as the student's code did (same shapes,
 values within a tolerance, same exception types) names the mistake. Checks are not written
-with misconceptions in mind: any failing check that called student code can be diagnosed.
+with misconceptions in mind: any failing check that called student code can be diagnosed. A
+lane works each diagnosis out once for the same calls and answers (another student's same
+mistake is told without asking the mutants again).
 
 Mutants are the reference with a few lines changed, so they are trusted code; they still run
 in the same kind of worker as the student (forked, confined) because that is the cheap way
@@ -40,6 +42,11 @@ CATALOGUE = "misconceptions.toml"
 # a missing module, a time-out or a crash says nothing a mutant could share.
 DIAGNOSABLE_ERRORS = {FailureKind.EXCEPTION}
 DIAGNOSES_KEPT = 4096  # a failed check's diagnosis is a few ids: a class's distinct wrong answers fit
+
+
+class Undetermined(Exception):
+    """A mutant's (or the reference's) own worker failed on a call (a time-out, a crash): that run tells
+    nothing of the student's mistake."""
 
 # How close a student's tensor must be to a mutant's to count as the same answer: a mistake
 # written differently from the mutant computes in a different order.
@@ -107,8 +114,9 @@ class Diagnoser:
         self.folder: Path | None = None
         self.runners: dict[str, RemoteCode] = {}
         # Many students hand in the same mistake, and the same answers to the same requests get the same
-        # diagnosis (the mutants, fixed edits of the reference, answer the same requests alike): each is
-        # worked out once per lane. By a digest of the calls; the least recently asked makes room.
+        # diagnosis (the mutants, fixed edits of the reference, answer a check's requests alike: each run
+        # starts as a check does, from seeded requests): each is worked out once per lane, unless a worker
+        # of the diagnoser's failed (Undetermined). By a digest of the calls; the least recently asked goes.
         self.diagnosed: OrderedDict[bytes, tuple[Misconception, ...]] = OrderedDict()
 
     def runner(self, name: str, mistake: Misconception | None = None) -> RemoteCode:
@@ -135,18 +143,23 @@ class Diagnoser:
         """
         if not calls or any(c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls):
             return []
-        key = hashlib.blake2b(part.encode(), digest_size=16)
+        key = hashlib.blake2b(digest_size=16, person=b"diagnosis")
         for call in calls:  # each piece with its length: no two different calls make the same bytes
-            for piece in (call.frame, call.outcome.answer, repr(call.outcome.error).encode()):
+            # Of a call that raised, only (kind, exception type) is compared: not its message or trace.
+            answer = b"" if call.outcome.error else call.outcome.answer
+            for piece in (part.encode(), call.frame, answer, repr(call.outcome.error).encode()):
                 key.update(len(piece).to_bytes(8, "little") + piece)
         key = key.digest()
         if key in self.diagnosed:
             self.diagnosed.move_to_end(key)
-        else:
-            self.diagnosed[key] = tuple(self.matching(part, calls))
-            if len(self.diagnosed) > DIAGNOSES_KEPT:
-                self.diagnosed.popitem(last=False)
-        return list(self.diagnosed[key])
+            return list(self.diagnosed[key])
+        try:
+            found = self.diagnosed[key] = tuple(self.matching(part, calls))
+        except Undetermined:  # not kept: the next student with these answers gets another try
+            return []
+        if len(self.diagnosed) > DIAGNOSES_KEPT:
+            self.diagnosed.popitem(last=False)
+        return list(found)
 
     def matching(self, part: str, calls: list[Call]) -> list[Misconception]:
         """:meth:`diagnose`, asking the reference and the mutants."""
@@ -159,6 +172,7 @@ class Diagnoser:
     def first_difference(mutant: RemoteCode, calls: list[Call]) -> int | None:
         """The index of the first call ``mutant`` answers otherwise than it was answered; None when
         it answers every one alike."""
+        mutant.begin_check(record=False)  # as a check does: the worker forgets earlier modules, its answers count anew
         handles: dict[int, int] = {}
         for index, call in enumerate(calls):
             outcome, request = call.outcome, decode_frame(call.frame)
@@ -169,6 +183,8 @@ class Diagnoser:
             try:
                 value = mutant.request(request, wrap=False)
             except StudentError as error:
+                if error.kind not in DIAGNOSABLE_ERRORS:  # the mutant's own worker failed: it tells nothing
+                    raise Undetermined(str(error)) from None
                 if outcome.error != (error.kind, error.type_name):
                     return index
                 continue
