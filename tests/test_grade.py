@@ -244,12 +244,15 @@ def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
     (autograder.judge.replay). Verdicts and messages must be those of a full run: on copies of the
     reference (the second copy replays every check), full marks written in other styles, typical
     mistakes, and a submission whose answers depend on how many calls it has served (if a replay
-    made its worker answer a request twice, or skip one, its failures would move)."""
+    made its worker answer a request twice, or skip one, its failures would move). A second copy of a
+    mistaken submission gets its diagnoses from the lane's memo (autograder.judge.misconceptions): in
+    the opposite order the other copy does, and each must read as the full run's."""
     cohort = tmp_path / "cohort"
     for name in ("a_reference", "a_reference_again"):
         shutil.copytree(SOLUTIONS, cohort / name / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     for student in ("ben", "chen", "eli", "hana"):
         shutil.copytree(DEMO / student, cohort / student, symlinks=True)
+    shutil.copytree(DEMO / "hana", cohort / "hana_again", symlinks=True)
     counting = cohort / "zed" / "attention"
     shutil.copytree(SOLUTIONS, counting, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     with open(counting / "softmax.py", "a") as module:
@@ -272,6 +275,12 @@ def test_replayed_checks_score_exactly_as_full_runs(tmp_path):
                 tmp_path / run / "students" / name / "results.json", tmp_path / "full" / "students" / student / "results.json"))
             assert mine["tests"] == theirs["tests"], (run, student)
     assert 0 < float(grades_table(tmp_path / "full")["zed"]["softmax"]) < 15
+    for run in ("full", "replayed-backwards"):  # the memo's answer (second copy graded) as the first copy's
+        names = ("hana", "hana_again") if run == "full" else [f"{rank:02d}-{student}" for rank, student in
+                                                              enumerate(reversed(students)) if student.startswith("hana")]
+        hana, hana_again = ({c["name"]: c.get("diagnoses") for c in json.loads(
+            (tmp_path / run / "students" / name / "summary.json").read_text())["checks"]} for name in names)
+        assert hana == hana_again and any(hana.values()), run
 
 
 def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkeypatch):
