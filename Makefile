@@ -4,15 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
-# Python writes a module's bytecode when it is first imported; where PYTHONDONTWRITEBYTECODE forbids that, the
-# kit's commands run on a .venv compiled up front (else every judge would compile torch again). make test writes
-# bytecode lazily instead (below), so whether .venv was compiled is recorded apart.
 COMPILED := $(VENV)/.bytecode-compiled
 RUN_READY := $(READY) $(if $(PYTHONDONTWRITEBYTECODE),$(COMPILED))
 DEV_READY := $(VENV)/.dev-requirements-installed
 LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
-.PHONY: help grade merge bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
+.PHONY: help setup grade merge bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
 .DEFAULT_GOAL := help
 
 ## make help: these commands, one line each
@@ -31,11 +28,16 @@ $(READY): requirements.txt
 	|| $(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-# Every module compiled (about 18 s on 2 cores; 4 s once make test has run). compileall's exit status is not checked: torch ships a
-# module only Python 3.12 parses (torch/testing/_internal/py312_intrinsics.py), never imported here.
+# Python writes a module's bytecode when it is first imported; where PYTHONDONTWRITEBYTECODE forbids that, the
+# kit's commands run on a .venv compiled up front (else every judge would compile torch again): 18 s on 2 cores,
+# 4 s once make test (which writes bytecode lazily, below) has run. compileall's exit status is not checked:
+# torch ships a module only Python 3.12 parses (torch/testing/_internal/py312_intrinsics.py), never imported here.
 $(COMPILED): $(READY)
 	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
+
+## make setup: create .venv with the pinned packages (every command does it on first use)
+setup: $(RUN_READY)
 
 COHORT_OPTIONS := $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
 	$(if $(NBGRADER),--nbgrader)

@@ -64,9 +64,6 @@ def restart_clean(entry: str) -> None:
         sys.stderr.flush()
         os.chdir(KIT_ROOT)  # where `-m autograder...` is found; the folder is given back
         # The entry's name too, for `ps` (the zygote's command line then says whose it is).
-        # Whether it writes bytecode is the caller's (the zygote's environment forbids it): the clean
-        # process is the only one of a judge's that imports torch, and a judge that never cached its
-        # bytecode would compile torch again in every run (3.1 s instead of 1.7 s of a `make check`).
         bytecode = "no-bytecode" if sys.dont_write_bytecode else "bytecode"
         os.execve(sys.executable, [sys.executable, "-m", __name__, str(held), entry, bytecode], sandbox.ENVIRONMENT)
     except OSError:  # no memory file here (a seccomp profile), or no execve: a zygote of its own
@@ -144,7 +141,9 @@ def end_without_finalizing(status) -> NoReturn:
 
 
 if __name__ == "__main__":
-    # As its caller would, the judge caches the bytecode of what it imports (torch's modules, its own,
-    # the checks' rewritten asserts); the zygote and its workers write none (zygote.serve_forked).
+    # As its caller would, the judge caches the bytecode of what it imports (torch's modules, its own, the
+    # checks' rewritten asserts), though the zygote's environment forbids it: the clean process is the only
+    # one of a judge's that imports torch, and one that never cached it would compile torch again in every run
+    # (3.1 s instead of 1.7 s of a `make check`). The zygote and its workers write none (zygote.serve_requests).
     sys.dont_write_bytecode = sys.argv[3] == "no-bytecode"
     carry_on(int(sys.argv[1]))  # argv[2], the entry, is for `ps`: the memory file says it too

@@ -20,10 +20,10 @@ from __future__ import annotations
 import atexit
 import hashlib
 import math
-from collections import OrderedDict
 import shutil
 import tempfile
 import tomllib
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,11 +42,6 @@ CATALOGUE = "misconceptions.toml"
 # a missing module, a time-out or a crash says nothing a mutant could share.
 DIAGNOSABLE_ERRORS = {FailureKind.EXCEPTION}
 DIAGNOSES_KEPT = 4096  # a failed check's diagnosis is a few ids: a class's distinct wrong answers fit
-
-
-class Undetermined(Exception):
-    """A mutant's (or the reference's) own worker failed on a call (a time-out, a crash): that run tells
-    nothing of the student's mistake."""
 
 # How close a student's tensor must be to a mutant's to count as the same answer: a mistake
 # written differently from the mutant computes in a different order.
@@ -104,6 +99,22 @@ def same_value(student, mutant, handles: dict[int, int]) -> bool:
     return type(student) is type(mutant) and student == mutant
 
 
+class Undetermined(Exception):
+    """A mutant's (or the reference's) own worker failed on a call (a time-out, a crash): that run tells
+    nothing of the student's mistake."""
+
+
+def calls_key(part: str, calls: list[Call]) -> bytes:
+    """What a diagnosis depends on: the part, and each call's request, answer and error (of a call that
+    raised, only its kind and exception type, as compared: not its message or trace)."""
+    key = hashlib.blake2b(digest_size=16, person=b"diagnosis")
+    for call in calls:  # each piece with its length: no two different calls make the same bytes
+        answer = b"" if call.outcome.error else call.outcome.answer
+        for piece in (part.encode(), call.frame, answer, repr(call.outcome.error).encode()):
+            key.update(len(piece).to_bytes(8, "little") + piece)
+    return key.digest()
+
+
 class Diagnoser:
     """Runs the mutants of a catalogue and matches failed checks' calls against them."""
 
@@ -143,13 +154,7 @@ class Diagnoser:
         """
         if not calls or any(c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls):
             return []
-        key = hashlib.blake2b(digest_size=16, person=b"diagnosis")
-        for call in calls:  # each piece with its length: no two different calls make the same bytes
-            # Of a call that raised, only (kind, exception type) is compared: not its message or trace.
-            answer = b"" if call.outcome.error else call.outcome.answer
-            for piece in (part.encode(), call.frame, answer, repr(call.outcome.error).encode()):
-                key.update(len(piece).to_bytes(8, "little") + piece)
-        key = key.digest()
+        key = calls_key(part, calls)
         if key in self.diagnosed:
             self.diagnosed.move_to_end(key)
             return list(self.diagnosed[key])

@@ -12,9 +12,8 @@ cd "$(dirname "$0")/../.."
 shards=${1:?"how many shards: deploy/slurm/grade.sh N"}
 export OUT=${OUT:-grades}
 mkdir -p "$OUT/shards"
-# Build .venv once, here: N tasks starting together on a shared file system would race to build it (and,
-# where PYTHONDONTWRITEBYTECODE is set, to compile it).
-make --no-print-directory .venv/.requirements-installed ${PYTHONDONTWRITEBYTECODE:+.venv/.bytecode-compiled}
+# Build .venv once, here: N tasks starting together on a shared file system would race to build it.
+make --no-print-directory setup
 array=$(sbatch --parsable --array=1-"$shards" --output="$OUT/shards/slurm-%A_%a.log" deploy/slurm/shard.sbatch "$shards")
 array=${array%%;*}  # a federated cluster answers <id>;<cluster>
 # afterany: a shard that failed is named by the merge.
