@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                        help=f"submissions graded in parallel (default: the number of CPUs, {JOBS})")
     bench.add_argument("--full-copies", type=int, default=20, help="copies graded again with replay off, to time "
                        "checks that do not replay (default: 20; 0 skips them)")
+    bench.add_argument("--nbgrader-copies", type=int, default=20, help="copies, notebook included, autograded by "
+                       "nbgrader and graded by the kit, side by side (default: 20; 0 skips them)")
     new_lab = command("new-lab", "write source/<name>/, a new lab with one placeholder exercise per part that "
                       "already grades")
     new_lab.add_argument("name", help="the lab's folder name (a Python identifier)")

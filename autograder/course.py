@@ -64,9 +64,17 @@ def solution_line_ranges(text: str) -> list[range]:
     return fenced_lines(text, *solution_fences())
 
 
-def run_nbgrader(*args: str) -> None:
-    """The real ``nbgrader`` command of this venv, in the course directory."""
+def run_command(command: list[str], cwd: Path, quiet: bool = False, env: dict[str, str] | None = None) -> None:
+    """Run ``command`` in ``cwd``, its output discarded; ``quiet`` keeps its warnings too, unless it fails."""
+    run = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE if quiet else None, text=True)
+    if run.returncode:
+        said = f": {run.stderr[-2000:]}" if run.stderr else ""
+        raise RuntimeError(f"{Path(command[0]).name} {command[1]} failed (exit status {run.returncode}){said}")
+
+
+def run_nbgrader(*args: str, course: Path = KIT_ROOT, quiet: bool = False) -> None:
+    """The real ``nbgrader`` command of this venv, in ``course``'s directory (by default this course's)."""
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs `alembic`
-    subprocess.run([str(bin_dir / "nbgrader"), *args, "--log-level=WARN"], cwd=KIT_ROOT, check=True, env=env,
-                   stdout=subprocess.DEVNULL)
+    run_command([str(bin_dir / "nbgrader"), *args, "--log-level=WARN"], course, quiet, env)

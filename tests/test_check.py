@@ -96,7 +96,7 @@ def test_every_command_explains_itself_in_plain_text():
         description = text.split("\n\n")[1]
         assert description.strip() and not description.startswith(("options:", "positional")), (name, text)
     for name, options in (("grade", ("--jobs", "--budget", "--call-timeout", "--out", "--submissions")),
-                          ("bench", ("--lab", "--copies", "--jobs", "--full-copies"))):
+                          ("bench", ("--lab", "--copies", "--jobs", "--full-copies", "--nbgrader-copies"))):
         text = " ".join(helped(name).split())
         for option in options:
             assert re.search(re.escape(option) + r" [A-Z_]+ [^-]*\(default: ", text), (name, option)

@@ -300,14 +300,33 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
     assert list(run.ungraded) == ["a_full_disk"] and run.ungraded["a_full_disk"].startswith("OSError")
 
 
-def test_bench_prints_the_reference_copies_and_the_demo_cohort(monkeypatch, capsys):
-    """`make bench`'s figures, on the smallest run that has them all (its option help: test_check). Its
-    five timed `import torch` runs are left out (a second each): the ratio's divisor is given."""
+def test_bench_prints_the_reference_copies_the_demo_cohort_and_nbgrader_beside_it(monkeypatch, capsys):
+    """`make bench`'s figures, on the smallest run that has them all (its option help: test_check): one
+    copy autograded by the real nbgrader (which asserts that every notebook ran without an error, so the
+    race is fair) and graded by the kit. Its five timed `import torch` runs are left out (a second each):
+    the ratio's divisor is given."""
     from autograder.__main__ import main
     from autograder.batch import bench
 
     monkeypatch.setattr(bench, "torch_import_seconds", lambda: 2.0)
-    assert main(["bench", "--lab", LAB.name, "--copies", "2", "--jobs", "1", "--full-copies", "0"]) == 0
+    assert main(["bench", "--lab", LAB.name, "--copies", "2", "--jobs", "1", "--full-copies", "0",
+                 "--nbgrader-copies", "1"]) == 0
     printed = capsys.readouterr().out
     assert f"({LAB.name}: reference solution, 1 jobs)" in printed and "python -c 'import torch':    2.000 s" in printed
     assert "ratio marginal / import:" in printed and "the demo cohort cycled to 2: total" in printed
+    assert "  nbgrader autograde " in printed and "  autograder grade " in printed
+    assert "ratio grade / nbgrader:" in printed
+
+
+def test_a_notebook_that_raised_is_told_from_one_that_ran(tmp_path):
+    """The bench's fairness check: nbgrader's time counts only if every notebook ran to its end."""
+    from autograder.batch.bench import notebook_errors
+
+    def notebook(*outputs):
+        path = tmp_path / "run.ipynb"
+        path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": ""},
+                                              {"cell_type": "code", "outputs": list(outputs)}]}))
+        return path
+
+    assert notebook_errors(notebook({"output_type": "stream", "text": "fine"})) == []
+    assert notebook_errors(notebook({"output_type": "error", "ename": "ModuleNotFoundError"})) == ["ModuleNotFoundError"]
