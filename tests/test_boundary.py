@@ -465,6 +465,39 @@ def test_the_zygote_holds_nothing_of_its_judges_environment(tmp_path, monkeypatc
         lane.close()
 
 
+PROBE = """
+import json, os, sys
+from autograder.harness.zygote_client import Zygote
+
+def address_space(pid):
+    with open(f"/proc/{pid}/limits") as limits:
+        return next(line.split()[3:5] for line in limits if line.startswith("Max address space"))
+
+print(json.dumps({"argv": sys.argv[1:], "path": sys.path, "environ": dict(os.environ), "cwd": os.getcwd(),
+                  "limits": [address_space(pid) for pid in (os.getpid(), *([Zygote.shared().proc.pid] if Zygote.held() else []))]}))
+"""
+
+
+def test_a_lane_started_clean_by_its_batch_is_the_judge_it_would_have_been(tmp_path, monkeypatch):
+    """A batch starts each lane as its clean process at once (clean_start.start_clean), not as a judge that
+    restarts itself: the entry must see the arguments, environment, folder and import path (PYTHONPATH
+    included) of a plain start, and its address-space limit must hold for it and for its zygote, which is
+    forked before the entry runs."""
+    from autograder.harness.clean_start import start_clean
+
+    (tmp_path / "probe_start.py").write_text(PROBE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    plain = json.loads(subprocess.run([sys.executable, "-m", "probe_start", "--an", "argument"], cwd=KIT,
+                                      env=dict(os.environ), capture_output=True, text=True, check=True).stdout)
+    started = start_clean("probe_start", ["--an", "argument"], 5 << 30, stdout=subprocess.PIPE, text=True)
+    clean = json.loads(started.communicate(timeout=120)[0])
+    assert started.returncode == 0
+    assert {key: clean[key] for key in ("argv", "path", "environ", "cwd")} == \
+        {key: plain[key] for key in ("argv", "path", "environ", "cwd")}
+    assert str(tmp_path) in clean["path"] and clean["cwd"] == str(KIT)
+    assert clean["limits"] == [[str(5 << 30)] * 2] * 2  # the lane's, and its zygote's
+
+
 # 6. Student text is neutralised where it lands: terminal, CSV, Markdown, HTML, Gradescope.
 ESCAPES = "\x1b[2K\r\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07\u202e"
 INJECTOR = """

@@ -42,9 +42,7 @@ from autograder.files import write_atomically
 from autograder.batch.lane import Lane
 from autograder.lab import DECLARATION, Lab
 from autograder.limits import DEFAULTS, JOBS, Limits
-from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
-from autograder.reports.feedback import compile_templates, feedback_html, feedback_markdown
 from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
 from autograder.reports.staged_code import module_sources
 from autograder.results import CohortRun, SubmissionResult, read_record, read_run, write_record
@@ -181,6 +179,8 @@ def unreadable(name: str, data: bytes) -> str | None:
 
 def write_student(lab: Lab, folder: Path, record: SubmissionResult) -> None:
     """A student's folder: the record, Gradescope's results.json and the feedback (Markdown, HTML)."""
+    from autograder.reports.feedback import feedback_html, feedback_markdown  # see prepare_reports_meanwhile
+
     write_record(folder, record)
     write_atomically(folder / "results.json", json.dumps(results_json(lab, record), indent=1))
     write_atomically(folder / "feedback.md", feedback_markdown(lab, record))
@@ -314,13 +314,16 @@ def prepare_reports_meanwhile(lab: Lab, staged_folders: dict[str, Path], class_f
     found (copydetect and numpy imported, 0.3 s; one submission compared with the reference, 0.15 s),
     while the lanes grade, in a thread (a daemon: an interrupted run ends at once). The code compared is
     read here, before any student's code runs. The future's result: the similarity (None without class
-    files). Safe because nothing else in this process imports copydetect or its libraries meanwhile."""
+    files). Safe because nothing else in this process imports copydetect or its libraries meanwhile. The
+    pages' modules (jinja2, mistune: 55 ms) are first imported here too, not before the lanes start."""
     sources = module_sources(lab, staged_folders) if class_files else None
     similar: Future = Future()
 
     def prepare():
         try:
             with contextlib.suppress(Exception):  # a template's error shows where the page is rendered
+                from autograder.reports.feedback import compile_templates
+
                 compile_templates()
             if sources is not None:
                 from autograder.reports.similarity import near_copies
@@ -338,6 +341,8 @@ def prepare_reports_meanwhile(lab: Lab, staged_folders: dict[str, Path], class_f
 def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], similar: dict) -> None:
     """The class's grades.csv and report.html, with the near-copies among the staged submissions
     (:func:`autograder.reports.similarity.near_copies`)."""
+    from autograder.reports.class_report import class_report  # see prepare_reports_meanwhile
+
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}

@@ -22,7 +22,6 @@ import threading
 import traceback
 from pathlib import Path
 
-from autograder.course import KIT_ROOT
 from autograder.lab import Lab
 from autograder.limits import Limits, add_options, from_options
 
@@ -36,10 +35,13 @@ class Lane:
         self.proc = None
 
     def start(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.batch.lane", "--checks", str(self.lab.checks),
-             "--reference", str(self.lab.reference), *self.limits.argv(), *([] if self.replay else ["--no-replay"])],
-            cwd=KIT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        from autograder.harness.clean_start import start_clean
+
+        self.proc = start_clean(
+            "autograder.batch.lane", ["--checks", str(self.lab.checks), "--reference", str(self.lab.reference),
+                                      *self.limits.argv(), *([] if self.replay else ["--no-replay"])],
+            self.limits.judge_memory_bytes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True)
 
     def grade(self, staged: Path, results: Path) -> dict:
         if self.proc is None or self.proc.poll() is not None:
@@ -98,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     resource.setrlimit(resource.RLIMIT_AS, (limits.judge_memory_bytes, limits.judge_memory_bytes))
     from autograder.harness.clean_start import restart_clean  # the judge's side only: not the batch's import
 
-    restart_clean("autograder.batch.lane")  # before this process reads a job: its zygote holds nothing of the lane's
+    # Before this process reads a job, so its zygote holds nothing of the lane's (a lane its batch started
+    # clean, Lane.start, has its zygote already and the limit above from the start).
+    restart_clean("autograder.batch.lane")
     answers = sys.stdout
     sys.stdout = sys.stderr  # only answers go to the orchestrator's pipe
     for line in sys.stdin:

@@ -8,7 +8,9 @@ wait for a ``make check`` while the two imports share the cores.
 So an entry point that judges calls :func:`restart_clean` once its arguments hold. The process
 replaces itself (``execve``: the same pid, standard streams and limits) by ``python -m
 autograder.harness.clean_start`` with the zygote's environment, what it had (environment,
-arguments, working folder, import path) waiting unread in a memory file. The clean process imports
+arguments, working folder, import path) waiting unread in a memory file. A batch that starts
+judges of its own (a grading lane) starts each as that clean process at once (:func:`start_clean`:
+one interpreter start and the entry's imports fewer, a tenth of a second of every run). The clean process imports
 torch and the worker code, prepares what workers inherit (:func:`autograder.harness.zygote.prepare`:
 torch's lazy first uses, which the judge's gradient checks need too, then ``gc.freeze``), forks the
 zygote (:func:`autograder.harness.zygote.serve_forked`, which closes that file and the standard
@@ -28,9 +30,11 @@ import atexit
 import contextlib
 import json
 import os
+import resource
 import runpy
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from typing import NoReturn
@@ -52,25 +56,57 @@ def restart_clean(entry: str) -> None:
     if not started_as_entry or not hasattr(os, "memfd_create"):
         Zygote.shared()
         return
-    state = json.dumps({"entry": entry, "argv": sys.argv[1:], "environ": dict(os.environ), "cwd": os.getcwd(),
-                        "path": sys.path, "write_through": getattr(sys.stdout, "write_through", False)}).encode()
     here, held = os.getcwd(), None
     try:
-        held = os.memfd_create("autograder-judge", 0)  # inherited across execve; read only after the fork
-        with open(held, "wb", closefd=False) as waiting:
-            waiting.write(state)
-        os.lseek(held, 0, os.SEEK_SET)
+        held = waiting_state(entry, sys.argv[1:], here, sys.path, getattr(sys.stdout, "write_through", False))
         sys.stdout.flush()
         sys.stderr.flush()
         os.chdir(KIT_ROOT)  # where `-m autograder...` is found; the folder is given back
-        # The entry's name too, for `ps` (the zygote's command line then says whose it is).
-        bytecode = "no-bytecode" if sys.dont_write_bytecode else "bytecode"
-        os.execve(sys.executable, [sys.executable, "-m", __name__, str(held), entry, bytecode], sandbox.ENVIRONMENT)
+        os.execve(sys.executable, clean_command(held, entry), sandbox.ENVIRONMENT)
     except OSError:  # no memory file here (a seccomp profile), or no execve: a zygote of its own
         if held is not None:
             os.close(held)
         os.chdir(here)
         Zygote.shared()
+
+
+def start_clean(entry: str, argv: list[str], memory_bytes: int, **popen) -> subprocess.Popen:
+    """Start ``python -m <entry> <argv>`` in the kit's folder as a judge that starts clean, with this
+    process's environment and an address space of at most ``memory_bytes`` (its zygote's too): as
+    :func:`restart_clean` would have it restart, without the first start. Where no memory file can be
+    made, the entry is started as it is (and has a zygote of its own)."""
+    try:
+        held = waiting_state(entry, argv, str(KIT_ROOT), None, bool(os.environ.get("PYTHONUNBUFFERED")))
+    except OSError:
+        return subprocess.Popen([sys.executable, "-m", entry, *argv], cwd=KIT_ROOT, **popen)
+    try:
+        return subprocess.Popen([*clean_command(held, entry), str(memory_bytes)], cwd=KIT_ROOT,
+                                env=sandbox.ENVIRONMENT, pass_fds=(held,), **popen)
+    finally:
+        os.close(held)
+
+
+def waiting_state(entry: str, argv: list[str], cwd: str, path: list[str] | None, write_through: bool) -> int:
+    """A memory file holding what the judge had (``path`` None: the import path its own start gives it),
+    inherited by the clean process, which reads it only after its zygote is forked."""
+    state = json.dumps({"entry": entry, "argv": argv, "environ": dict(os.environ), "cwd": cwd, "path": path,
+                        "write_through": write_through}).encode()
+    held = os.memfd_create("autograder-judge", 0)
+    try:
+        with open(held, "wb", closefd=False) as waiting:
+            waiting.write(state)
+        os.lseek(held, 0, os.SEEK_SET)
+    except OSError:
+        os.close(held)
+        raise
+    return held
+
+
+def clean_command(held: int, entry: str) -> list[str]:
+    """The clean process's command line: the entry's name too, for `ps` (the zygote's then says whose it
+    is), and whether the caller writes bytecode."""
+    bytecode = "no-bytecode" if sys.dont_write_bytecode else "bytecode"
+    return [sys.executable, "-m", __name__, str(held), entry, bytecode]
 
 
 def carry_on(held: int) -> None:
@@ -98,7 +134,11 @@ def carry_on(held: int) -> None:
     os.chdir(state["cwd"])
     os.environ.clear()
     os.environ.update(state["environ"])
-    sys.path[:] = state["path"]
+    if state["path"] is None:  # started by its batch (start_clean): its own path, and the PYTHONPATH it would have read
+        extra = [os.path.abspath(folder) for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
+        sys.path[1:1] = [folder for folder in extra if folder not in sys.path]
+    else:
+        sys.path[:] = state["path"]
     if state["write_through"]:  # started unbuffered (-u is not carried over, PYTHONUNBUFFERED came back too late)
         sys.stdout.reconfigure(write_through=True)
         sys.stderr.reconfigure(write_through=True)
@@ -146,4 +186,6 @@ if __name__ == "__main__":
     # one of a judge's that imports torch, and one that never cached it would compile torch again in every run
     # (3.1 s instead of 1.7 s of a `make check`). The zygote and its workers write none (zygote.serve_requests).
     sys.dont_write_bytecode = sys.argv[3] == "no-bytecode"
+    if len(sys.argv) > 4:  # started by its batch (start_clean): the limit its entry would have set before restarting
+        resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[4]), int(sys.argv[4])))
     carry_on(int(sys.argv[1]))  # argv[2], the entry, is for `ps`: the memory file says it too

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS
-from autograder.reports.feedback import feedback_markdown
 from autograder.reports.records import hidden_line
 from autograder.results import SubmissionResult
 
@@ -135,6 +134,8 @@ def results_json(lab: Lab, record: SubmissionResult) -> dict:
     """Gradescope's results.json. Hidden checks are tests visible after publication, each with one
     line saying what it checks; the top-level ``output`` (visible at once) holds the public
     feedback only. Gradescope hides the total while any test is hidden, so it reveals nothing."""
+    from autograder.reports.feedback import feedback_markdown  # not before an upload's lane starts (jinja2, mistune)
+
     tests = [{"name": f"{check.part}: {check.name}", "score": check.earned,
               "max_score": check.points, "status": "passed" if check.passed else "failed",
               "visibility": "after_published" if check.hidden else "visible",
