@@ -152,11 +152,11 @@ def carry_on(held: int) -> None:
 
 
 def end_without_finalizing(status) -> NoReturn:
-    """End the judge as ``sys.exit(status)`` would, less Python's finalization: freeing torch's modules
-    one by one costs a third of a second of every judge's run, and the kernel frees it all at once.
-    As normal exit does first: threads joined, what the judge registered to do at exit run (its
-    workers closed, their folders removed); then its zygote is stopped, the output flushed (120
-    when it cannot be, as Python's own exit says)."""
+    """End this process (a judge, or the command that started it) as ``sys.exit(status)`` would, less
+    Python's finalization: freeing torch's modules one by one costs a third of a second of every judge's
+    run, and the kernel frees it all at once. As normal exit does first: threads joined, what was
+    registered to run at exit run (a judge's workers closed, their folders removed); then its zygote,
+    if it has one, is stopped, the output flushed (120 when it cannot be, as Python's own exit says)."""
     code = 1
     try:
         for thread in threading.enumerate():
