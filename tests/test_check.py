@@ -21,7 +21,7 @@ def check(submission, *options):
 def students_copy(tmp_path, modules=SOLUTIONS, **replacements):
     """A student's folder: the release's public checks, ``modules``' code with some functions replaced."""
     folder = tmp_path / "attention"
-    shutil.copytree(RELEASE, folder)
+    shutil.copytree(RELEASE, folder, ignore=shutil.ignore_patterns("__pycache__"))  # what other tests' imports cached
     for module in modules.glob("*.py"):
         shutil.copy(module, folder / module.name)
     for name, text in replacements.items():
