@@ -259,8 +259,6 @@ def merge_command(parser, options, labs: list[Lab]) -> int:
 
 
 if __name__ == "__main__":
-    from autograder.harness.clean_start import end_without_finalizing
+    from autograder.ending import end_without_finalizing
 
-    # Without the interpreter's finalization, which frees every module one by one (a batch's jinja2, numpy and
-    # copydetect: 50 ms of a `make grade`; a judge's torch: a third of a second), once the output is flushed.
     end_without_finalizing(main())

@@ -486,12 +486,25 @@ def test_a_lane_started_clean_by_its_batch_is_the_judge_it_would_have_been(tmp_p
     from autograder.harness.clean_start import start_clean
 
     (tmp_path / "probe_start.py").write_text(PROBE)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    # An empty entry (the working folder) and one the standard path holds too (it stays where it came first).
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), "", os.path.dirname(os.__file__)]))
     plain = json.loads(subprocess.run([sys.executable, "-m", "probe_start", "--an", "argument"], cwd=KIT,
                                       env=dict(os.environ), capture_output=True, text=True, check=True).stdout)
+    with monkeypatch.context() as machine:
+        machine.delattr(os, "memfd_create")  # a machine without memory files: the entry starts as it is
+        fallback = start_clean("probe_start", ["--an", "argument"], 5 << 30, stdout=subprocess.PIPE, text=True)
+        try:
+            started_plainly = json.loads(fallback.communicate(timeout=120)[0])
+            # Its environment is the process's own, as any child's (a library's setenv included, unlike os.environ)
+            assert {**started_plainly, "environ": None} == {**plain, "environ": None}
+        finally:
+            fallback.kill()
     started = start_clean("probe_start", ["--an", "argument"], 5 << 30, stdout=subprocess.PIPE, text=True)
-    clean = json.loads(started.communicate(timeout=120)[0])
-    assert started.returncode == 0
+    try:
+        clean = json.loads(started.communicate(timeout=120)[0])
+    finally:
+        started.kill()
+    assert started.wait() == 0
     assert {key: clean[key] for key in ("argv", "path", "environ", "cwd")} == \
         {key: plain[key] for key in ("argv", "path", "environ", "cwd")}
     assert str(tmp_path) in clean["path"] and clean["cwd"] == str(KIT)

@@ -315,7 +315,8 @@ def prepare_reports_meanwhile(lab: Lab, staged_folders: dict[str, Path], class_f
     while the lanes grade, in a thread (a daemon: an interrupted run ends at once). The code compared is
     read here, before any student's code runs. The future's result: the similarity (None without class
     files). Safe because nothing else in this process imports copydetect or its libraries meanwhile. The
-    pages' modules (jinja2, mistune: 55 ms) are first imported here too, not before the lanes start."""
+    pages' modules (jinja2, mistune: 55 ms) are first imported here too, not before the lanes start (a lane's
+    thread that writes a student's pages meanwhile waits on the same module's import lock)."""
     sources = module_sources(lab, staged_folders) if class_files else None
     similar: Future = Future()
 

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     # The back-stop: what a submission makes the judge hold is bounded already (codec's frames, a
     # check's answers); this keeps one lane from taking the machine. A lane normally maps about 0.7 GiB.
     resource.setrlimit(resource.RLIMIT_AS, (limits.judge_memory_bytes, limits.judge_memory_bytes))
-    from autograder.harness.clean_start import restart_clean  # the judge's side only: not the batch's import
+    from autograder.harness.clean_start import restart_clean
 
     # Before this process reads a job, so its zygote holds nothing of the lane's (a lane its batch started
     # clean, Lane.start, has its zygote already and the limit above from the start).

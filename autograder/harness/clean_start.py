@@ -20,14 +20,15 @@ torch imported and its zygote ready.
 So the judge runs with the zygote's interpreter settings and preparation: hash seed 0, the C.UTF-8
 locale, torch on one thread, what was loaded before the fork frozen; ``PYTHON*`` variables read at
 start-up (``PYTHONWARNINGS``, ``PYTHONDEVMODE``) do not apply to it, though it has them back for
-whatever it starts. Unbuffered output is restored; whether bytecode is written is the caller's from
-the start (torch's included).
+whatever it starts. Its import path is the one it had (a lane its batch started: the interpreter's own,
+with the batch's ``PYTHONPATH`` in front, as a plain start puts it; other variables that shape the path,
+such as ``PYTHONHOME`` or a user site, are the zygote's). Unbuffered output is restored; whether
+bytecode is written is the caller's from the start (torch's included).
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
+import fcntl
 import json
 import os
 import resource
@@ -36,10 +37,9 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-from typing import NoReturn
 
 from autograder.course import KIT_ROOT
+from autograder.ending import end_without_finalizing
 from autograder.harness import sandbox
 from autograder.harness.zygote_client import Zygote
 
@@ -75,9 +75,19 @@ def start_clean(entry: str, argv: list[str], memory_bytes: int, **popen) -> subp
     process's environment and an address space of at most ``memory_bytes`` (its zygote's too): as
     :func:`restart_clean` would have it restart, without the first start. Where no memory file can be
     made, the entry is started as it is (and has a zygote of its own)."""
+    held = None
     try:
-        held = waiting_state(entry, argv, str(KIT_ROOT), None, bool(os.environ.get("PYTHONUNBUFFERED")))
+        if hasattr(os, "memfd_create"):
+            # Closed on exec but for this child (pass_fds): the batch's other threads start processes too.
+            # Never 0-2, which a batch started with a standard stream closed may have free: the child's
+            # standard streams would replace it.
+            made = waiting_state(entry, argv, str(KIT_ROOT), None, bool(os.environ.get("PYTHONUNBUFFERED")),
+                                 os.MFD_CLOEXEC)
+            held = fcntl.fcntl(made, fcntl.F_DUPFD_CLOEXEC, 3)
+            os.close(made)
     except OSError:
+        pass
+    if held is None:
         return subprocess.Popen([sys.executable, "-m", entry, *argv], cwd=KIT_ROOT, **popen)
     try:
         return subprocess.Popen([*clean_command(held, entry), str(memory_bytes)], cwd=KIT_ROOT,
@@ -86,12 +96,13 @@ def start_clean(entry: str, argv: list[str], memory_bytes: int, **popen) -> subp
         os.close(held)
 
 
-def waiting_state(entry: str, argv: list[str], cwd: str, path: list[str] | None, write_through: bool) -> int:
+def waiting_state(entry: str, argv: list[str], cwd: str, path: list[str] | None, write_through: bool,
+                  flags: int = 0) -> int:
     """A memory file holding what the judge had (``path`` None: the import path its own start gives it),
     inherited by the clean process, which reads it only after its zygote is forked."""
     state = json.dumps({"entry": entry, "argv": argv, "environ": dict(os.environ), "cwd": cwd, "path": path,
                         "write_through": write_through}).encode()
-    held = os.memfd_create("autograder-judge", 0)
+    held = os.memfd_create("autograder-judge", flags)
     try:
         with open(held, "wb", closefd=False) as waiting:
             waiting.write(state)
@@ -134,9 +145,12 @@ def carry_on(held: int) -> None:
     os.chdir(state["cwd"])
     os.environ.clear()
     os.environ.update(state["environ"])
-    if state["path"] is None:  # started by its batch (start_clean): its own path, and the PYTHONPATH it would have read
-        extra = [os.path.abspath(folder) for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep) if folder]
-        sys.path[1:1] = [folder for folder in extra if folder not in sys.path]
+    if state["path"] is None:  # started by its batch (start_clean): PYTHONPATH goes after the entry's folder,
+        # as a plain start puts it: an empty entry is the working folder, a repeated one stays where it came first
+        # (the entry's folder, added last by a plain start, is not compared)
+        extra = [os.path.abspath(folder) for folder in os.environ["PYTHONPATH"].split(os.pathsep)] \
+            if os.environ.get("PYTHONPATH") else []
+        sys.path[:] = [sys.path[0], *dict.fromkeys([*extra, *sys.path[1:]])]
     else:
         sys.path[:] = state["path"]
     if state["write_through"]:  # started unbuffered (-u is not carried over, PYTHONUNBUFFERED came back too late)
@@ -151,41 +165,12 @@ def carry_on(held: int) -> None:
     end_without_finalizing(status)
 
 
-def end_without_finalizing(status) -> NoReturn:
-    """End this process (a judge, or the command that started it) as ``sys.exit(status)`` would, less
-    Python's finalization: freeing torch's modules one by one costs a third of a second of every judge's
-    run, and the kernel frees it all at once. As normal exit does first: threads joined, what was
-    registered to run at exit run (a judge's workers closed, their folders removed); then its zygote,
-    if it has one, is stopped, the output flushed (120 when it cannot be, as Python's own exit says)."""
-    code = 1
-    try:
-        for thread in threading.enumerate():
-            if thread is not threading.main_thread() and not thread.daemon:
-                thread.join()
-        atexit._run_exitfuncs()
-        with contextlib.suppress(Exception):
-            Zygote.stop_shared()
-        if status is None:
-            code = 0
-        elif isinstance(status, int):
-            code = status
-        else:  # as sys.exit("message") does
-            print(status, file=sys.stderr)
-        for stream in {sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__} - {None}:
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - said by the exit status, as Python's own exit says it
-                code = code or 120
-    finally:
-        os._exit(code)
-
-
 if __name__ == "__main__":
     # As its caller would, the judge caches the bytecode of what it imports (torch's modules, its own, the
     # checks' rewritten asserts), though the zygote's environment forbids it: the clean process is the only
     # one of a judge's that imports torch, and one that never cached it would compile torch again in every run
     # (3.1 s instead of 1.7 s of a `make check`). The zygote and its workers write none (zygote.serve_requests).
     sys.dont_write_bytecode = sys.argv[3] == "no-bytecode"
-    if len(sys.argv) > 4:  # started by its batch (start_clean): the limit its entry would have set before restarting
+    if len(sys.argv) > 4:  # argv[4], from start_clean: the address-space limit its entry would have set itself
         resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[4]), int(sys.argv[4])))
     carry_on(int(sys.argv[1]))  # argv[2], the entry, is for `ps`: the memory file says it too
