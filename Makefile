@@ -54,7 +54,7 @@ merge: $(RUN_READY)
 	$(PY) -m autograder merge $(COHORT_OPTIONS) $(SHARDS)
 
 ## make bench [LAB=name] [N=100] [JOBS=n]: per lab, grade N copies of the reference solution and the demo cohort
-## cycled to N; print the timings
+## cycled to N, and 20 copies with their notebook beside nbgrader's autograde; print the timings
 bench: $(RUN_READY)
 	$(PY) -m autograder bench $(LAB_OPTION) $(if $(N),--copies $(N)) $(if $(JOBS),--jobs $(JOBS))
 
