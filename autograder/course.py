@@ -70,7 +70,7 @@ def run_command(command: list[str], cwd: Path, quiet: bool = False, env: dict[st
                          stderr=subprocess.PIPE if quiet else None, text=True)
     if run.returncode:
         said = f": {run.stderr[-2000:]}" if run.stderr else ""
-        raise RuntimeError(f"{Path(command[0]).name} {command[1]} failed (exit status {run.returncode}){said}")
+        raise RuntimeError(f"{' '.join([Path(command[0]).name, *command[1:]])} failed (exit status {run.returncode}){said}")
 
 
 def run_nbgrader(*args: str, course: Path = KIT_ROOT, quiet: bool = False) -> None:

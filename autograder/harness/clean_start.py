@@ -28,6 +28,7 @@ bytecode is written is the caller's from the start (torch's included).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -58,7 +59,8 @@ def restart_clean(entry: str) -> None:
         return
     here, held = os.getcwd(), None
     try:
-        held = waiting_state(entry, sys.argv[1:], here, sys.path, getattr(sys.stdout, "write_through", False))
+        held = waiting_state(entry, sys.argv[1:], here, sys.path, getattr(sys.stdout, "write_through", False),
+                             across_exec=True)
         sys.stdout.flush()
         sys.stderr.flush()
         os.chdir(KIT_ROOT)  # where `-m autograder...` is found; the folder is given back
@@ -76,17 +78,11 @@ def start_clean(entry: str, argv: list[str], memory_bytes: int, **popen) -> subp
     :func:`restart_clean` would have it restart, without the first start. Where no memory file can be
     made, the entry is started as it is (and has a zygote of its own)."""
     held = None
-    try:
-        if hasattr(os, "memfd_create"):
+    if hasattr(os, "memfd_create"):
+        with contextlib.suppress(OSError):
             # Closed on exec but for this child (pass_fds): the batch's other threads start processes too.
-            # Never 0-2, which a batch started with a standard stream closed may have free: the child's
-            # standard streams would replace it.
-            made = waiting_state(entry, argv, str(KIT_ROOT), None, bool(os.environ.get("PYTHONUNBUFFERED")),
-                                 os.MFD_CLOEXEC)
-            held = fcntl.fcntl(made, fcntl.F_DUPFD_CLOEXEC, 3)
-            os.close(made)
-    except OSError:
-        pass
+            held = waiting_state(entry, argv, str(KIT_ROOT), None, bool(os.environ.get("PYTHONUNBUFFERED")),
+                                 across_exec=False)
     if held is None:
         return subprocess.Popen([sys.executable, "-m", entry, *argv], cwd=KIT_ROOT, **popen)
     try:
@@ -97,20 +93,22 @@ def start_clean(entry: str, argv: list[str], memory_bytes: int, **popen) -> subp
 
 
 def waiting_state(entry: str, argv: list[str], cwd: str, path: list[str] | None, write_through: bool,
-                  flags: int = 0) -> int:
+                  across_exec: bool) -> int:
     """A memory file holding what the judge had (``path`` None: the import path its own start gives it),
-    inherited by the clean process, which reads it only after its zygote is forked."""
+    inherited by the clean process, which reads it only after its zygote is forked: kept open across
+    ``execve`` (``across_exec``), or closed on exec but for the child it is passed to."""
     state = json.dumps({"entry": entry, "argv": argv, "environ": dict(os.environ), "cwd": cwd, "path": path,
                         "write_through": write_through}).encode()
-    held = os.memfd_create("autograder-judge", flags)
+    made = os.memfd_create("autograder-judge", 0 if across_exec else os.MFD_CLOEXEC)
     try:
-        with open(held, "wb", closefd=False) as waiting:
+        with open(made, "wb", closefd=False) as waiting:
             waiting.write(state)
-        os.lseek(held, 0, os.SEEK_SET)
-    except OSError:
-        os.close(held)
-        raise
-    return held
+        os.lseek(made, 0, os.SEEK_SET)
+        # Never fd 0-2, which a process started with a standard stream closed has free: the clean process's
+        # own standard streams would replace it.
+        return fcntl.fcntl(made, fcntl.F_DUPFD if across_exec else fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(made)
 
 
 def clean_command(held: int, entry: str) -> list[str]:
