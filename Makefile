@@ -41,12 +41,15 @@ setup: $(RUN_READY)
 
 COHORT_OPTIONS := $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
 	$(if $(NBGRADER),--nbgrader)
+# Only for code you trust: grade where student code's files cannot be confined (every report says so, in red).
+CONFINEMENT_OPTION := $(if $(NO_CONFINEMENT),--no-confinement)
 
-## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1] [SHARD=i/N]: grade a cohort, lab by
-## lab, write the reports (NBGRADER=1 also records the points in nbgrader's gradebook; SHARD=i/N grades slice i of N)
+## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1] [SHARD=i/N] [NO_CONFINEMENT=1]: grade
+## a cohort, lab by lab, write the reports (NBGRADER=1 also records the points in nbgrader's gradebook; SHARD=i/N grades
+## slice i of N; NO_CONFINEMENT=1 grades where the sandbox cannot confine files, for code you trust)
 grade: $(RUN_READY)
 	$(PY) -m autograder grade $(COHORT_OPTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) \
-		$(if $(SHARD),--shard $(SHARD))
+		$(if $(SHARD),--shard $(SHARD)) $(CONFINEMENT_OPTION)
 
 ## make merge SHARDS="dir ..." [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [NBGRADER=1]: join the outputs of make grade SHARD=i/N
 ## into one course's reports, as one run writes them
@@ -82,7 +85,7 @@ test-fast: $(DEV_READY)
 ## make check [LAB=name] [PART=part] [SUBMISSION=dir] [VERBOSE=1]: run the checks on a student's modules
 check: $(RUN_READY)
 	$(PY) -m autograder check $(LAB_OPTION) $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION)) \
-		$(if $(VERBOSE),--verbose)
+		$(if $(VERBOSE),--verbose) $(CONFINEMENT_OPTION)
 
 ## make new-lab LAB=name PARTS=a,b[,...] [TITLE="..."]: write source/<name>/, a lab that already grades (placeholders)
 new-lab: $(RUN_READY)

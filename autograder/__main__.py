@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         return subparsers.add_parser(name, help=about, description=about[0].upper() + about[1:] + ".", **options)
     limits = argparse.ArgumentParser(add_help=False)
     add_options(limits.add_argument)
+    limits.add_argument("--no-confinement", action="store_true",
+                        help="grade even where this machine cannot confine student code's files (they could read and "
+                             "write what you can): only for code you trust; every report says so, in red")
     one_lab = argparse.ArgumentParser(add_help=False)
     one_lab.add_argument("--lab", help="the lab (a folder of source/; default: the course's only lab)")
     some_labs = argparse.ArgumentParser(add_help=False)
@@ -156,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     start_zygote()
     import pytest
 
-    from autograder.judge.plugin import checks_command_line
+    from autograder.harness.sandbox import Unconfined, refuse_unconfined
+    from autograder.judge.plugin import UNCONFINED_EXIT, checks_command_line, refusal
 
     args = checks_command_line(checks, submission.resolve(), options.part, options.results_json,
                                options.reference)
@@ -165,7 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     args += [*from_options(options).argv(), "--tb=short" if options.verbose else "--tb=no"]
     if options.no_sandbox:
         args.append("--no-sandbox")
-    return int(pytest.main(args))
+    if options.no_confinement:
+        args.append("--no-confinement")
+    if not options.no_confinement:
+        try:
+            refuse_unconfined()
+        except Unconfined as refused:
+            print(f"error: nothing checked: {refused}", file=sys.stderr)
+            return 2
+    code = int(pytest.main(args))
+    if code == UNCONFINED_EXIT:  # a worker refused after all (the probe passed): say why, once
+        print(f"error: nothing checked: {refusal[-1]}", file=sys.stderr)
+    return code
 
 
 def start_zygote() -> None:
@@ -205,6 +220,7 @@ def record_in_gradebook(options, labs: list[Lab], runs) -> None:
 
 def grade_command(parser, options, labs: list[Lab]) -> int:
     from autograder.batch.grade import grade_course, labs_submitted
+    from autograder.harness.sandbox import Unconfined
 
     submissions = submissions_folder(parser, options)
     if options.shard and options.nbgrader:
@@ -214,8 +230,13 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         from autograder.batch.shard import write_shard_file
 
         write_shard_file(out, options.shard, [lab.name for lab in labs_submitted(labs, submissions)])
-    runs = grade_course(labs, submissions, out, jobs=options.jobs, force=options.force, limits=from_options(options),
-                        replay=not options.no_replay, shard=options.shard)
+    try:
+        runs = grade_course(labs, submissions, out, jobs=options.jobs, force=options.force,
+                            limits=from_options(options), replay=not options.no_replay, shard=options.shard,
+                            files_required=not options.no_confinement)
+    except Unconfined as refused:
+        print(f"error: nothing graded: {refused}", file=sys.stderr)
+        return 2
     if not runs:
         no_lab_handed_in(parser, options, labs)
     if options.nbgrader:

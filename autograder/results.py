@@ -68,6 +68,12 @@ TROUBLE = {*STOPPING, FailureKind.PROTOCOL}
 SAID_ONCE = {FailureKind.IMPORT, FailureKind.MISSING, FailureKind.NOT_IMPLEMENTED}
 
 
+# What a worker's sandbox reports when it proved its files confined (autograder.harness.sandbox): a record
+# whose run lacks it was graded with --no-confinement, and every report says so.
+FILE_CONFINEMENT = "file confinement, proven before student code (nothing outside its view listed or written)"
+UNCONFINED_WARNING = ("graded WITHOUT file confinement (--no-confinement): this code could read and write the "
+                      "grader's files, other submissions and their reports; trust this grade only for code you trust")
+
 @dataclass(frozen=True)
 class Failure:
     """What made a check fail, as data (reports and hints never parse messages)."""
@@ -180,6 +186,7 @@ class SubmissionResult:
     notes: list[str] = field(default_factory=list)  # what staging and the run noticed; costs nothing
     reaches: list[dict] = field(default_factory=list)  # where the code reaches into internals (judge.internals)
     seconds: float = 0.0
+    unconfined: bool = False  # its code ran where its files were not confined (--no-confinement)
 
     @property
     def checks(self) -> list[CheckResult]:
@@ -201,6 +208,7 @@ class SubmissionResult:
             "parts": {p.id: {"points": p.points, "max_points": p.max_points, "misconceptions": p.misconceptions}
                       for p in self.parts.values()},
             "total": self.total, "max_total": self.max_total, "seconds": round(self.seconds, 3),
+            "unconfined": self.unconfined,
             "checks": [{"part": c.part, "name": c.name, "hidden": c.hidden, "points": c.points, "passed": c.passed,
                         "message": "" if c.hidden else c.message, "about": c.about,
                         **({} if c.passed else {"failure": c.failure.data() if c.failure else {},
@@ -220,7 +228,7 @@ class SubmissionResult:
             parts[part] = PartResult(part, row["max_points"], checks)
         return cls(data["lab"], data["student"], parts, data.get("handed_in", True), data["status"],
                    data.get("public_status", data["status"]), data.get("notes", []), data.get("reaches", []),
-                   data.get("seconds", 0.0))
+                   data.get("seconds", 0.0), data.get("unconfined", False))
 
 
 def read_record(folder: Path) -> SubmissionResult | None:

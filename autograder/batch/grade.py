@@ -258,7 +258,7 @@ def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, f
 
 
 def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path, jobs: int, limits: Limits,
-                   replay: bool, progress: Progress) -> LaneRun:
+                   replay: bool, files_required: bool, progress: Progress) -> LaneRun:
     """Grade ``todo`` in ``jobs`` lanes; write each student's files (and fingerprint) as soon as graded."""
     work: queue.Queue = queue.Queue()
     for item in todo:
@@ -285,7 +285,7 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path
         return record.status
 
     def lane_loop() -> None:
-        lane = Lane(lab, limits, replay)
+        lane = Lane(lab, limits, replay, files_required)
         try:
             while True:
                 try:
@@ -353,13 +353,19 @@ def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], simi
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True,
-          shard: Shard | None = None) -> CohortRun:
+          shard: Shard | None = None, files_required: bool = True) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     run (every student's record, and who could not be graded). ``replay=False`` runs every check in
     full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only:
     no grades.csv, report.html or similarity (a Gradescope upload, a cohort of one whose class report
-    nobody reads, a shard). ``shard`` grades its slice of the cohort only (:mod:`autograder.batch.shard`)."""
+    nobody reads, a shard). ``shard`` grades its slice of the cohort only (:mod:`autograder.batch.shard`).
+    Raises :class:`autograder.harness.sandbox.Unconfined` before anything is graded where this machine cannot
+    confine student code's files, unless ``files_required`` is False (``--no-confinement``)."""
     started = time.monotonic()
+    if files_required:
+        from autograder.harness.sandbox import refuse_unconfined  # 40 ms of imports, only where a cohort is graded
+
+        refuse_unconfined()
     out.mkdir(parents=True, exist_ok=True)
     cohort = [s for s in discover(lab, submissions) if shard is None or shard.holds(s.student)]
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
@@ -367,7 +373,8 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         todo, staged_folders = stage_cohort(lab, cohort, staging, out, force)
         similar = prepare_reports_meanwhile(lab, staged_folders, class_files)
-        lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, Progress(lab.name, len(todo), stream))
+        lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, files_required,
+                               Progress(lab.name, len(todo), stream))
         records = [read_record(student_folder(out, s.student)) for s in cohort]
         for submission, record in zip(cohort, records):
             if record is None:

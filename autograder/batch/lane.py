@@ -30,8 +30,8 @@ class Lane:
     """The batch's side of one lane: starts the judge process (:func:`main`), sends it a job at a
     time and reads its answer; restarts it if it ever stops."""
 
-    def __init__(self, lab: Lab, limits: Limits, replay: bool = True):
-        self.lab, self.limits, self.replay = lab, limits, replay
+    def __init__(self, lab: Lab, limits: Limits, replay: bool = True, files_required: bool = True):
+        self.lab, self.limits, self.replay, self.files_required = lab, limits, replay, files_required
         self.proc = None
 
     def start(self):
@@ -39,7 +39,7 @@ class Lane:
 
         self.proc = start_clean(
             "autograder.batch.lane", ["--checks", str(self.lab.checks), "--reference", str(self.lab.reference),
-                                      *self.limits.argv(), *([] if self.replay else ["--no-replay"])],
+                                      *self.limits.argv(), *judging_argv(self.replay, self.files_required)],
             self.limits.judge_memory_bytes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True)
 
@@ -69,19 +69,27 @@ class Lane:
                 self.proc.kill()
 
 
+def judging_argv(replay: bool, files_required: bool) -> list[str]:
+    """The judge's options beyond the limits (a lane's and its pytest's alike)."""
+    return [*([] if replay else ["--no-replay"]), *([] if files_required else ["--no-confinement"])]
+
+
 # -- the lane's own process -----------------------------------------------------------------------
-def grade_one(job: dict, checks: str, reference: str | None, limits: Limits, replay: bool = True) -> dict:
+def grade_one(job: dict, checks: str, reference: str | None, limits: Limits, replay: bool = True,
+              files_required: bool = True) -> dict:
     import pytest  # the judge's side only: the batch that starts lanes never imports it
 
-    from autograder.judge.plugin import checks_command_line
+    from autograder.judge.plugin import UNCONFINED_EXIT, checks_command_line, refusal
 
     log = io.StringIO()
     args = checks_command_line(checks, job["submission"], None, job["results"], reference)
-    args += [*limits.argv(), *([] if replay else ["--no-replay"]),
+    args += [*limits.argv(), *judging_argv(replay, files_required),
              # Plugins a batch does not need and that cost a lane time on every submission.
              "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings"]
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args)
+    if code == UNCONFINED_EXIT:  # no student code ran: the batch refuses before grading (grade.refuse_unconfined)
+        return {"error": refusal[-1]}
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         return {"error": f"the checks could not run (pytest exit code {int(code)}):\n{log.getvalue()[-3000:]}"}
     return {"results": job["results"]}
@@ -93,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference")
     add_options(parser.add_argument)
     parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.judge.replay)")
+    parser.add_argument("--no-confinement", action="store_true", help="grade where student code's files are not confined")
     options = parser.parse_args(argv)
     limits = from_options(options)
     # The back-stop: what a submission makes the judge hold is bounded already (codec's frames, a
@@ -108,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in sys.stdin:
         job = json.loads(line)
         try:
-            answer = grade_one(job, options.checks, options.reference, limits, not options.no_replay)
+            answer = grade_one(job, options.checks, options.reference, limits, not options.no_replay,
+                               not options.no_confinement)
         except Exception:  # noqa: BLE001 - a judge-side failure is reported for this job, the lane goes on
             answer = {"error": traceback.format_exc()[-3000:]}
         answers.write(json.dumps(answer) + "\n")

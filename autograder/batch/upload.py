@@ -18,6 +18,7 @@ from pathlib import Path
 
 from autograder.batch.grade import grade, student_folder
 from autograder.files import write_atomically
+from autograder.harness.sandbox import Unconfined
 from autograder.lab import find_lab
 from autograder.platforms.gradescope import collect
 
@@ -34,6 +35,9 @@ def run(root: Path, jobs: int = 1) -> dict:
             results = json.loads((student_folder(Path(tmp) / "out", "submission") / "results.json").read_text())
         if notes:
             results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]
+    except Unconfined:  # nothing ran: the staff must fix the image (the student reads no grader detail)
+        results = {"score": 0.0, "output": "The autograder could not grade this upload: its machine cannot confine "
+                   "the code it runs; please tell the course staff.", "tests": []}
     except Exception:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened
         results = {"score": 0.0, "output": "The autograder could not grade this upload; please tell the course "
                    "staff. (" + traceback.format_exc(limit=2).strip().splitlines()[-1] + ")", "tests": []}

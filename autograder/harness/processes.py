@@ -40,6 +40,10 @@ class WorkerProcess:
     """One worker process, forked by the zygote, the socket to it and the pipe its output comes
     through; confined (in a sandbox) or not (the reference solution)."""
 
+    # A confined worker whose files the sandbox cannot confine serves nothing (sandbox.Unconfined), unless
+    # the grader opted out for code it trusts (--no-confinement: then every report says so).
+    files_required = True
+
     def __init__(self, root: Path, confined: bool):
         self.folder = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
         self.pidfd, self.uid, self.sock, self.output = None, None, None, None
@@ -63,7 +67,7 @@ class WorkerProcess:
             except OSError as exc:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
             request = {"root": str(root), "scratch": str(scratch), "view": str(view), "uid": self.uid,
-                       "cgroup": self.cgroup and self.cgroup.procs}
+                       "cgroup": self.cgroup and self.cgroup.procs, "files_required": self.files_required}
         try:
             self.sock, self.output, self.pid = zygote.fork(request)
         except OSError:
@@ -86,6 +90,8 @@ class WorkerProcess:
         """Read the worker's first words (what its sandbox enforced) and give it its call time-out."""
         hello = decode_frame(self.receive(DEFAULTS.start_timeout))
         self.report = hello.get("hello") if isinstance(hello, dict) else None
+        if isinstance(self.report, dict) and self.report.get("refused"):
+            raise sandbox.Unconfined(self.report["refused"])
         if isinstance(self.report, dict):
             self.report["missing"] = [*self.missing, *self.report.get("missing", [])]
         self.exchange(encode({"op": "limits", "timeout": timeout}), DEFAULTS.start_timeout)

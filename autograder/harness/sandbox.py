@@ -12,24 +12,35 @@ Before it imports anything of the submission, the worker:
   its own namespace; then pivots into it;
 - clears its environment, limits its resources, applies Landlock (the same paths again) and,
   when the grader runs as root, becomes a user id of its own (the judge never gives one to two
-  workers), with no capability and ``no_new_privs``.
+  workers), with no capability and ``no_new_privs``;
+- proves its file confinement (:func:`prove_files_confined`): it tries to list and write what lies
+  outside its view (the grader's home, the kit's folder, the folders holding its own copy and
+  scratch, so another submission's copy too). Unless the judge allows it (``--no-confinement``),
+  a worker whose files are not confined serves nothing: it says why and ends before student code.
+
+Without root, a user namespace gives the worker the rest: it is made together with the PID
+namespace, which only a child enters, so the worker forks once more; that child (PID 1 there) is
+the worker, and the process the zygote forked stays as its keeper (:func:`keep`).
 
 When the worker exits, or the judge kills it, the kernel kills every process of its namespace:
 nothing a submission starts outlives it (a new session, a double fork, anything). The worker
 dies with the zygote, and the zygote with its judge (``PR_SET_PDEATHSIG``).
 
-Each mechanism is tried on its own; what could not be enforced on this machine is reported
-(the grader warns) instead of refusing to grade. System calls Python 3.11 lacks (unshare,
+Each other mechanism is tried on its own; what could not be enforced on this machine is reported
+(the grader warns). System calls Python 3.11 lacks (unshare,
 mount, pivot_root, capset) go through ctypes here, in one place.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import fcntl
 import functools
+import json
 import os
+import pwd
 import resource
 import select
 import signal
@@ -45,6 +56,7 @@ from landlock.plumbing import FSAccess
 
 from autograder.harness import cgroup
 from autograder.limits import DEFAULTS, Limits
+from autograder.results import FILE_CONFINEMENT
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -84,10 +96,19 @@ ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", 
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 
 
+# How to get file confinement where a worker has none: what every entry point refuses with.
+WAYS_OUT = ("Ways out: run as root (sudo); or let unprivileged users make user namespaces (Ubuntu 24.04 "
+            "restricts them: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0; Debian 11 and older: "
+            "sudo sysctl kernel.unprivileged_userns_clone=1); or grade in the kit's container (make "
+            "grade-container). For code you trust only, --no-confinement (make ... NO_CONFINEMENT=1) grades "
+            "anyway and marks every report.")
+
+
 @dataclass
 class Report:
     enforced: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    refused: str | None = None  # why this worker serves nothing (its files are not confined)
 
     def attempt(self, name: str, step) -> bool:
         try:
@@ -108,6 +129,7 @@ class Confinement:
     view: str  # an empty folder the worker's file system view is mounted on
     uid: int | None  # a user id of its own (root only); None keeps the grader's
     cgroup: str | None  # the cgroup.procs of its memory cgroup (made by the judge); None: there is none
+    files_required: bool = True  # serve nothing unless the file confinement is proven (False: --no-confinement)
 
 
 # -- system calls -------------------------------------------------------------------------------
@@ -147,7 +169,8 @@ def spawn(confinement: Confinement, worker_socket, output, serve) -> int:
     """Fork a sandboxed worker that runs ``serve(report)`` on ``worker_socket``, printing into
     ``output`` (a pipe the judge drains); return its pid (a child of the caller, the zygote)."""
     report = Report()
-    separate = report.attempt(PID_NAMESPACE, pid_namespace_for_next_child)
+    # Without root the worker makes its PID namespace with its user namespace (new_namespaces).
+    separate = os.getuid() == 0 and report.attempt(PID_NAMESPACE, pid_namespace_for_next_child)
     zygote = os.pidfd_open(os.getpid())
     try:
         worker = os.fork()
@@ -162,8 +185,6 @@ def spawn(confinement: Confinement, worker_socket, output, serve) -> int:
 
 def pid_namespace_for_next_child() -> None:
     """The next fork starts a new PID namespace, as its PID 1 (the zygote stays in its own)."""
-    if os.getuid() != 0:
-        raise PermissionError("the grader must run as root")
     _zygote_pid_namespace()
     unshare(CLONE_NEWPID)
 
@@ -177,18 +198,50 @@ def _zygote_pid_namespace() -> int:
     return _pid_namespace[0]
 
 
-def new_namespaces() -> None:
+def new_namespaces(report: Report) -> None:
     """Mount, network and System V IPC namespaces for the calling process (IPC objects, such as
-    shared memory segments, die with the namespace instead of outliving the worker)."""
+    shared memory segments, die with the namespace instead of outliving the worker); without root,
+    a user namespace and a PID namespace too, of which the worker becomes PID 1 (:func:`keep`)."""
     if os.getuid() == 0:
         unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
         return
     # Without root, a user namespace grants the rest; inside it we are root over nothing of the host's.
     uid, gid = os.getuid(), os.getgid()
-    unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
+    unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID)
     for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
+    keeper = os.pidfd_open(os.getpid())
+    if os.fork() == 0:  # PID 1 of the new namespace: the worker goes on here
+        die_with(keeper)
+        os.close(keeper)
+        report.enforced.append(PID_NAMESPACE)
+        return
+    keep()
+
+
+def keep() -> None:
+    """Stay as the keeper of the worker this process just forked, and end as it ended: the judge holds
+    this process (its pid, pidfd and wait status) as it would hold a worker forked as root, and killing
+    it kills the worker (``PR_SET_PDEATHSIG``), and with it every process of its namespace."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for stream in (0, 1, 2):  # the judge sees the worker's output end when the worker does
+        os.dup2(devnull, stream)
+    close_all_but()
+    while True:
+        try:
+            _, status = os.wait()
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        died_of = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if died_of not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(died_of, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [died_of])
+        os.kill(os.getpid(), died_of)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
 def run_worker(confinement: Confinement, worker_socket, output: int, serve, report: Report, zygote: int) -> None:
@@ -201,16 +254,20 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
             report.attempt(MEMORY_CEILING, lambda: cgroup.join(confinement.cgroup))
         if confinement.uid is not None:
             os.chown(confinement.scratch, confinement.uid, confinement.uid)
-        if report.attempt("mount, network and IPC namespaces", new_namespaces):
+        outside = outside_folders(confinement)  # before the view: the grader's home is read from /etc/passwd
+        if report.attempt("mount, network and IPC namespaces", lambda: new_namespaces(report)):
             report.attempt("a file system view of its own (Python, libraries, its submission, scratch, own /proc)",
                            lambda: enter_view(confinement))
         else:
             report.missing.append("a file system view of its own (needs a mount namespace)")
+            if os.getuid() != 0:
+                report.missing.append(f"{PID_NAMESPACE} (needs a user namespace)")
         os.chdir(confinement.scratch)
         os.environ.clear()
         os.environ.update(ENVIRONMENT, HOME=confinement.scratch, TMPDIR=confinement.scratch)
         tempfile.tempdir = None
-        report.attempt("resource limits", lambda: limit_resources(DEFAULTS, confinement.uid is not None))
+        report.attempt("resource limits", lambda: limit_resources(DEFAULTS, confinement.uid is not None
+                                                                  or PID_NAMESPACE in report.enforced))
         report.attempt("landlock file access",
                        lambda: restrict_files([*read_roots(), confinement.submission], [confinement.scratch]))
         if confinement.uid is not None:
@@ -218,9 +275,16 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
             die_with(zygote)  # a new user id clears the death signal: set again, or a killed judge's workers live on
         else:
             report.attempt("no capabilities", drop_capabilities)
-            report.missing.append("a user id of its own and a process limit (the grader must run as root)")
+            report.missing.append("a user id of its own (the grader must run as root)")
         os.close(zygote)
         report.attempt(SYSTEM_CALL_FILTER, filter_system_calls)
+        try:
+            prove_files_confined(confinement, outside)
+            report.enforced.append(FILE_CONFINEMENT)
+        except OSError as exc:
+            report.missing.append(f"{FILE_CONFINEMENT} ({exc})")
+            if confinement.files_required:
+                report.refused = unconfined_message(str(exc), report.missing)
         serve(report)
     except BaseException:  # noqa: BLE001 - before serving: its output holds it, the judge sees the worker gone
         traceback.print_exc()
@@ -310,6 +374,9 @@ def enter_view(confinement: Confinement) -> None:
 
 
 def restrict_files(readable: list[str], writable: list[str]) -> None:
+    # landlock 1.0.0.dev5 takes a call as failed whenever ctypes' errno is not 0, not when it returns
+    # -1: a mount that failed just before (without root) would make every Landlock call "fail".
+    ctypes.set_errno(0)
     ruleset = Ruleset()
     read = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
     for path in [*readable, "/proc"]:
@@ -321,6 +388,44 @@ def restrict_files(readable: list[str], writable: list[str]) -> None:
     for path in writable:
         ruleset.allow(path, rules=FSAccess.all() if os.path.isdir(path) else FSAccess.all_file())
     ruleset.apply()
+
+
+def outside_folders(confinement: Confinement) -> list[str]:
+    """Folders a worker must not see into: the grader's home, the kit's folder (checks, reference
+    solution), and those holding its own copy and scratch (another submission's copy, the judge's files)."""
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    return [home, os.path.dirname(PACKAGE), os.path.dirname(confinement.submission),
+            os.path.dirname(confinement.scratch)]
+
+
+def unconfined_message(finding: str, missing: list[str]) -> str:
+    """Why a worker refuses to serve, in the grader's words: what the probe found, what failed, the ways out."""
+    failed = [m.splitlines()[0] for m in missing[:-1] if any(word in m for word in ("view", "namespace", "landlock"))]
+    return (f"this machine cannot confine student code's files: {finding}, and so could student code "
+            f"({'; '.join(failed) or 'every mechanism started'}). {WAYS_OUT}")
+
+
+def prove_files_confined(confinement: Confinement, outside: list[str]) -> None:
+    """Raise unless, now, every folder of ``outside`` lists nothing but a way to what the worker may
+    read (or cannot be listed), and no file can be made in them, in its copy or at the root."""
+    allowed = [*read_roots(), confinement.submission, confinement.scratch]
+    for folder in outside:
+        try:
+            seen = set(os.listdir(folder))
+        except OSError:
+            seen = set()
+        ways_in = {os.path.relpath(path, folder).split(os.sep)[0] for path in allowed
+                   if path.startswith(folder.rstrip("/") + "/")}
+        if seen - ways_in:
+            raise PermissionError(f"a worker could list {folder}")
+    for folder in {*outside, confinement.submission, "/"}:
+        try:
+            made = os.open(os.path.join(folder, ".confinement-probe"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError:
+            continue
+        os.close(made)
+        os.unlink(os.path.join(folder, ".confinement-probe"))
+        raise PermissionError(f"a worker could write in {folder}")
 
 
 # -- resources and identity ---------------------------------------------------------------------
@@ -443,3 +548,46 @@ def sweep(uids: range, rounds: int = 20) -> int:
             except ProcessLookupError:
                 pass
     return found
+
+
+class Unconfined(BaseException):
+    """A worker refused to serve: this machine cannot confine a submission's files. Not an Exception:
+    no check's handler may take it for the student's failure; the judge stops (the plugin)."""
+
+
+def probe() -> Report:
+    """What a worker's sandbox enforces on this machine, found by confining one, as :func:`spawn` does
+    for a submission, around an empty copy (no student code, no torch needed): the entry points ask
+    before they grade, and refuse with :data:`WAYS_OUT` where its report says ``refused``."""
+    with tempfile.TemporaryDirectory(prefix="autograder-probe-") as folder:
+        os.chmod(folder, 0o711)  # a worker under its own user id reaches its scratch without a view
+        submission, scratch, view = (os.path.join(folder, name) for name in ("submission", "scratch", "view"))
+        for path in (submission, scratch, view):
+            os.mkdir(path, 0o755)
+        uids = UidPool() if os.getuid() == 0 else None
+        ours, theirs = socket.socketpair()
+        output, output_end = os.pipe()
+        try:
+            def answer(report: Report) -> None:
+                theirs.sendall(json.dumps(dataclasses.asdict(report)).encode())
+
+            pid = spawn(Confinement(submission, scratch, view, uids and uids.take(), None), theirs, output_end, answer)
+            theirs.close()
+            os.close(output_end)
+            ours.settimeout(DEFAULTS.start_timeout)
+            received = b"".join(iter(lambda: ours.recv(1 << 16), b""))
+            os.waitpid(pid, 0)
+        finally:
+            ours.close()
+            os.close(output)
+            if uids is not None:
+                uids.lock.close()
+        return Report(**json.loads(received))
+
+
+def refuse_unconfined() -> None:
+    """Raise :class:`Unconfined` unless a worker confined here proves its files confined (:func:`probe`,
+    10 ms; every worker proves it again itself, and refuses to serve where it cannot)."""
+    refused = probe().refused
+    if refused:
+        raise Unconfined(refused)

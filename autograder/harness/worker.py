@@ -432,14 +432,18 @@ def run(root: str, sock: socket.socket, report=None) -> None:
     """Serve requests for the submission in ``root`` until the judge hangs up.
 
     ``report`` (a :class:`autograder.harness.sandbox.Report`) says how this process was confined (it was
-    forked into a sandbox by the zygote); its first message to the judge repeats it. Without
-    one, the worker runs unconfined (the reference solution) and prints to stderr.
+    forked into a sandbox by the zygote); its first message to the judge repeats it, and where it says
+    the sandbox refused (:attr:`Report.refused`) the worker ends there. Without one, the worker runs
+    unconfined (the reference solution) and prints to stderr.
     """
     torch.set_num_threads(1)  # tiny tensors: a thread pool costs more than it saves, and lanes fill the cores
     if report is None:
         os.dup2(2, 1)  # a student's print goes to stderr, never into the answer channel
     sys.path.append(os.path.realpath(root))  # last: a submission cannot shadow torch or the stdlib
-    sock.sendall(encode({"hello": None if report is None else {"enforced": report.enforced, "missing": report.missing}}))
+    sock.sendall(encode({"hello": None if report is None else {"enforced": report.enforced, "missing": report.missing,
+                                                               "refused": report.refused}}))
+    if report is not None and report.refused:  # its files are not confined: no student code runs here
+        return
     worker = Worker(root)
     signal.signal(signal.SIGALRM, time_is_up)
     while True:

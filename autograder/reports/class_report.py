@@ -17,7 +17,7 @@ from autograder.lab import Lab
 from autograder.reports.feedback import TEMPLATES, state
 from autograder.reports.histogram import histogram_svg
 from autograder.reports.records import problem, upload_problems
-from autograder.results import TROUBLE, FailureKind, SubmissionResult
+from autograder.results import TROUBLE, UNCONFINED_WARNING, FailureKind, SubmissionResult
 from autograder.text import one_line
 
 
@@ -115,5 +115,6 @@ def class_report(lab: Lab, records: list[SubmissionResult], links: dict[str, str
             "flagged": [s for s in students if s["flags"]],
             "mistakes": sorted(mistakes.values(), key=lambda m: -len(m["students"])),
             "checks": checks, "suspect": [c for c in checks if c["suspect"]],
-            "hardest": sorted(checks, key=lambda c: c["rate"])[:10], "similar": similar}
+            "hardest": sorted(checks, key=lambda c: c["rate"])[:10], "similar": similar,
+            "unconfined": [one_line(r.student) for r in records if r.unconfined], "unconfined_warning": UNCONFINED_WARNING}
     return TEMPLATES.get_template("class_report.html").render(view=view)

@@ -20,7 +20,7 @@ from autograder.judge.dependencies import dependencies, dependency_label, depend
 from autograder.lab import Lab
 from autograder.reports.heatmap import heatmap_svg
 from autograder.reports.records import hidden_line
-from autograder.results import NOT_HANDED_IN, SAID_ONCE, CheckResult, SubmissionResult, total
+from autograder.results import NOT_HANDED_IN, SAID_ONCE, UNCONFINED_WARNING, CheckResult, SubmissionResult, total
 from autograder.text import markdown_block, markdown_span, one_line, printable, relation_sentence
 
 # Every value a page shows is made printable, then escaped: autoescape alone leaves control and
@@ -142,7 +142,8 @@ def feedback_view(lab: Lab, record: SubmissionResult, hidden: bool = True) -> di
     status = record.status if hidden else record.public_status
     return {"lab": lab.title, "student": one_line(record.student), "hidden": hidden,
             "handed_in": record.handed_in, "total": got, "max_total": out_of, "state": state(got, out_of),
-            "status": "" if status in ("graded", NOT_HANDED_IN) else status, "notes": record.notes, "parts": parts}
+            "status": "" if status in ("graded", NOT_HANDED_IN) else status, "notes": record.notes, "parts": parts,
+            "unconfined": UNCONFINED_WARNING if record.unconfined else ""}
 
 
 def picture_markdown(picture: dict) -> str:
@@ -157,7 +158,10 @@ def feedback_markdown(lab: Lab, record: SubmissionResult, hidden: bool = True) -
         f"public checks {view['total']:g} / {view['max_total']:g} (hidden checks: after grades are published)"
     if not view["handed_in"]:
         heading = f"{NOT_HANDED_IN}, {view['total']:g} / {view['max_total']:g}"
-    lines = [f"# {lab.title}: {heading}", "", "| part | points | checks passed |", "|---|---:|---:|"]
+    lines = [f"# {lab.title}: {heading}", ""]
+    if view["unconfined"]:
+        lines += [f"**{view['unconfined']}**", ""]
+    lines += ["| part | points | checks passed |", "|---|---:|---:|"]
     lines += [f"| {p['id']} | {p['points']:g} / {p['max_points']:g} | {p['passed']} / {p['checks']} |" for p in view["parts"]]
     lines += [f"| **total** | **{view['total']:g} / {view['max_total']:g}** | |", ""]
     if view["status"]:
