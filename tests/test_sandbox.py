@@ -14,6 +14,7 @@ import torch
 from autograder.harness import remote
 from autograder.harness.cgroup import Hierarchy, find_hierarchy
 from autograder.harness.remote import RemoteCode, StudentError
+from autograder.results import FILE_CONFINEMENT
 from conftest import CHECKS, KIT, SOLUTIONS, grade, submission_with
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -59,7 +60,8 @@ def test_every_mechanism_is_enforced_here(student_factory):
     student = student_factory("def attention_scores(x):\n    return x\n")
     student.scores.attention_scores(torch.ones(2))
     assert student.sandbox["missing"] == [], student.sandbox
-    assert len(student.sandbox["enforced"]) == 8, student.sandbox
+    assert len(student.sandbox["enforced"]) == 9, student.sandbox  # the last: its files proven confined
+    assert student.sandbox["enforced"][-1] == FILE_CONFINEMENT
 
 
 PATCHING = """

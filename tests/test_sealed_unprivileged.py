@@ -1,0 +1,249 @@
+"""Sealed without root (issue 38): an instructor grading on a laptop as an ordinary user.
+
+The kit runs as an unprivileged user this test creates (as root: ``useradd``; run without root, the
+test's own user is that instructor). An attacker, graded first in one lane before an honest twin,
+tries at import time what one submission did before: read the instructor's ``~/.ssh`` key, the
+reference solution and the hidden checks' source, list and rewrite the other student's staged copy,
+write into the instructor's home and plant a ``.pth`` in the kit's ``.venv``. Three machines:
+
+- user namespaces and Landlock (this kernel): the worker is PID 1 of its own namespaces, in its own view;
+- no namespace can be made (seccomp refuses ``unshare``, as where unprivileged user namespaces are
+  off): Landlock alone confines the files;
+- neither: nothing is graded, the message names the ways out; ``--no-confinement`` grades and says
+  so in red in every report.
+"""
+
+import csv
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.results import UNCONFINED_WARNING
+from conftest import KIT, LAB, SOLUTIONS
+
+pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+
+SECRET = "BEGIN-OPENSSH-PRIVATE-KEY-of-the-instructor"
+HIDDEN_CHECKS = LAB.checks / "test_masking.py"  # holds the hidden checks' source
+REFERENCE = LAB.source / "masking.py"  # the reference solution's source
+# What the attacker's masking.py (the reference's, then this) does when a worker imports it: each attempt
+# that works leaves a trace in causal_mask's error, which its feedback shows (a leak would be visible there).
+# In masking.py: a part without a ban, so the scan's finding (open) does not stop the module loading.
+ATTACKER = '''
+import os
+
+found = []
+
+
+def attempt(what, action):
+    try:
+        found.append(f"{what}: {action()!r}"[:200])
+    except Exception as exc:
+        found.append(f"{what}: refused ({type(exc).__name__})")
+
+
+def rewrite_twin():
+    staged = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    for student in os.listdir(staged):
+        twin = os.path.join(staged, student, "attention", "masking.py")
+        if os.path.exists(twin) and os.path.dirname(twin) != os.path.dirname(__file__):
+            with open(twin, "w") as handle:
+                handle.write("def causal_mask(num_tokens):\\n    return None\\n")
+            return "rewrote " + twin
+    return "no twin"
+
+
+def write(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+    return "wrote " + path
+
+
+attempt("ssh key", lambda: open(%(key)r).read())
+attempt("home", lambda: os.listdir(%(home)r))
+attempt("reference", lambda: open(%(reference)r).read()[:80])
+attempt("hidden checks", lambda: open(%(hidden)r).read()[:80])
+attempt("twin", rewrite_twin)
+attempt("home write", lambda: write(%(planted)r, "owned"))
+attempt("venv pth", lambda: write(%(pth)r, "import os"))
+
+
+def causal_mask(num_tokens):
+    raise RuntimeError("FOUND " + " | ".join(found))
+'''
+
+
+def blocked_for(user: pwd.struct_passwd, *targets: Path) -> list[Path]:
+    """The folders on the way to ``targets`` that ``user`` cannot pass through (root's home, where pyenv
+    puts Python on this machine and CI's; pytest's temporary folders)."""
+    blocked = []
+    for target in targets:
+        for folder in reversed(target.parents):
+            mode = folder.stat().st_mode
+            if folder.stat().st_uid != user.pw_uid and not mode & stat.S_IXOTH:
+                blocked.append(folder)
+    return sorted(set(blocked))
+
+
+@pytest.fixture(scope="module")
+def instructor(tmp_path_factory):
+    """An unprivileged user with a home holding an SSH key: the instructor. As root, a user made for
+    this module (the folders on the way to the kit's Python get search permission for others while
+    it runs, restored after); without root, the user running the tests."""
+    if os.getuid() != 0:
+        user = pwd.getpwuid(os.getuid())
+        yield user, Path(user.pw_dir), []
+        return
+    if shutil.which("useradd") is None:
+        pytest.skip("no useradd on this machine: the unprivileged cases need a user of their own")
+    name = f"ag-instructor-{os.getpid()}"
+    home = tmp_path_factory.mktemp("instructor-home") / name
+    subprocess.run(["useradd", "--no-user-group", "--gid", "nogroup", "--home-dir", str(home), "--create-home",
+                    "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
+    user = pwd.getpwnam(name)
+    home.parent.chmod(0o755)
+    opened = blocked_for(user, Path(sys.executable).resolve(), KIT, home)
+    modes = {folder: folder.stat().st_mode for folder in opened}
+    try:
+        for folder in opened:
+            folder.chmod(stat.S_IMODE(modes[folder]) | stat.S_IXOTH)
+        yield user, home, opened
+    finally:
+        for folder, mode in modes.items():
+            folder.chmod(stat.S_IMODE(mode))
+        subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
+
+
+def as_instructor(user, home: Path, command: list[str], seccomp_refuses: tuple[str, ...] = ()):
+    """Run ``command`` (the kit's, from its folder) as ``user``; ``seccomp_refuses``: system calls that fail
+    for it and every process it starts (``unshare``: no namespace; ``landlock_create_ruleset``: no Landlock)."""
+    if seccomp_refuses:
+        command = [sys.executable, "-c", REFUSING, ",".join(seccomp_refuses), *command]
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    become = [] if os.getuid() != 0 else ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}",
+                                          "--clear-groups"]
+    return subprocess.run([*become, *command], cwd=KIT, env=environment, capture_output=True, text=True,
+                          timeout=900, start_new_session=True)
+
+
+REFUSING = """
+import errno, os, sys
+import pyseccomp as seccomp
+rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+for call in sys.argv[1].split(","):
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS if call.startswith("landlock") else errno.EPERM), call)
+rules.load()
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def cohort(user, home: Path) -> Path:
+    """In the instructor's home: the attacker first, its honest twin (the reference) after."""
+    ssh = home / ".ssh"
+    ssh.mkdir(exist_ok=True)
+    (ssh / "id_ed25519").write_text(SECRET)
+    submissions = home / "submissions"
+    shutil.rmtree(submissions, ignore_errors=True)
+    for student in ("a_attacker", "b_honest"):
+        folder = submissions / student / LAB.name
+        folder.mkdir(parents=True)
+        for module in SOLUTIONS.glob("*.py"):
+            shutil.copy(module, folder / module.name)
+    pth = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (submissions / "a_attacker" / LAB.name / "masking.py").write_text((SOLUTIONS / "masking.py").read_text() + ATTACKER % {
+        "key": str(ssh / "id_ed25519"), "home": str(home), "reference": str(REFERENCE), "hidden": str(HIDDEN_CHECKS),
+        "planted": str(home / "planted"), "pth": str(pth / "zz-planted.pth")})
+    for path in [home, *home.rglob("*")]:
+        os.chown(path, user.pw_uid, user.pw_gid)
+    return submissions
+
+
+def grade_as(user, home: Path, name: str, *options: str, seccomp_refuses: tuple[str, ...] = ()):
+    out = home / name
+    command = [sys.executable, "-m", "autograder", "grade", "--lab", LAB.name, "--submissions",
+               str(cohort(user, home)), "--out", str(out), "--jobs", "1", "--force", *options]
+    return as_instructor(user, home, command, seccomp_refuses), out
+
+
+def grades(out: Path) -> dict[str, str]:
+    with open(out / LAB.name / "grades.csv", newline="") as table:
+        return {row["student"]: row["total"] for row in csv.DictReader(table)}
+
+
+def assert_sealed(home: Path, out: Path) -> None:
+    feedback = (out / LAB.name / "students" / "a_attacker" / "feedback.md").read_text()
+    assert "FOUND" in feedback  # the attacker ran, and its message reached its feedback
+    for attempt in ("ssh key", "home", "reference", "hidden checks", "twin", "home write", "venv pth"):
+        assert f"{attempt}: refused" in feedback, attempt
+    assert SECRET not in feedback
+    assert grades(out)["b_honest"] == "100"  # the twin's staged copy kept its own code
+    assert not (home / "planted").exists()
+    assert not list(Path(sys.prefix).rglob("zz-planted.pth"))
+    assert UNCONFINED_WARNING not in feedback
+
+
+def test_an_ordinary_user_grades_in_the_same_sandbox(instructor):
+    """User namespaces and Landlock, as on this kernel: PID 1 of its own namespaces, its own view."""
+    user, home, _ = instructor
+    run, out = grade_as(user, home, "grades")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert_sealed(home, out)
+    assert "file system view" not in run.stderr  # every worker had its view (only what needs root is warned of)
+
+
+def test_without_namespaces_landlock_alone_confines_the_files(instructor):
+    """Where unprivileged user namespaces are off (seccomp refuses ``unshare``), Landlock still confines."""
+    user, home, _ = instructor
+    run, out = grade_as(user, home, "grades-landlock", seccomp_refuses=("unshare",))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "not enforced on this machine: a file system view" in run.stderr
+    assert_sealed(home, out)
+
+
+def test_without_any_confinement_nothing_is_graded(instructor):
+    """Neither namespaces nor Landlock: the run refuses before any student code runs, naming the ways out."""
+    user, home, _ = instructor
+    run, out = grade_as(user, home, "grades-refused", seccomp_refuses=("unshare", "landlock_create_ruleset"))
+    assert run.returncode == 2
+    assert "nothing graded: this machine cannot confine student code's files" in run.stderr
+    for way_out in ("root", "user namespaces", "apparmor_restrict_unprivileged_userns", "make grade-container",
+                    "--no-confinement"):
+        assert way_out in run.stderr
+    assert not out.exists()
+    assert not (home / "planted").exists()
+
+
+def test_no_confinement_grades_and_marks_every_report_in_red(instructor):
+    """The opt-in for trusted code: it grades, and every page says it was unconfined (rightly: here the
+    attacker rewrites its twin's staged copy before the twin is graded)."""
+    user, home, _ = instructor
+    run, out = grade_as(user, home, "grades-trusted", "--no-confinement",
+                        seccomp_refuses=("unshare", "landlock_create_ruleset"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert set(grades(out)) == {"a_attacker", "b_honest"}
+    pages = [out / LAB.name / "report.html", *(out / LAB.name / "students").glob("*/feedback.html")]
+    assert len(pages) == 3
+    for page in pages:
+        assert 'class="unconfined"' in page.read_text()
+    for student in ("a_attacker", "b_honest"):
+        assert UNCONFINED_WARNING in (out / LAB.name / "students" / student / "feedback.md").read_text()
+    (home / "planted").unlink(missing_ok=True)  # what the attacker could do unconfined (not the point here)
+    shutil.rmtree(out)
+
+
+def test_make_check_refuses_too(instructor):
+    """A student's ``make check`` where nothing confines: the same refusal, before any of its code runs."""
+    user, home, _ = instructor
+    submission = cohort(user, home) / "b_honest" / LAB.name
+    run = as_instructor(user, home, [sys.executable, "-m", "autograder", "check", "--submission", str(submission),
+                                     "--checks", str(LAB.checks), "--part", "softmax"],
+                        seccomp_refuses=("unshare", "landlock_create_ruleset"))
+    assert run.returncode == 2
+    assert "nothing checked: this machine cannot confine student code's files" in run.stderr
+    assert "passed" not in run.stdout
