@@ -71,6 +71,13 @@ SAID_ONCE = {FailureKind.IMPORT, FailureKind.MISSING, FailureKind.NOT_IMPLEMENTE
 # What a worker's sandbox reports when it proved its files confined (autograder.harness.sandbox): a record
 # whose run lacks it was graded with --no-confinement, and every report says so.
 FILE_CONFINEMENT = "file confinement, proven before student code (nothing outside its view listed or written)"
+
+
+def files_unconfined(sandbox: dict | None) -> bool:
+    """Did the code run where its files were not confined (a worker that proved it would have refused)?"""
+    return sandbox is not None and FILE_CONFINEMENT not in sandbox.get("enforced", [])
+
+
 UNCONFINED_WARNING = ("graded WITHOUT file confinement (--no-confinement): this code could read and write the "
                       "grader's files, other submissions and their reports; trust this grade only for code you trust")
 

@@ -450,6 +450,9 @@ def drop_bounding_set() -> None:
 
 def drop_capabilities() -> None:
     """Keep the user id (no root to leave), lose every capability."""
+    if not _capabilities_left():  # none held (no user namespace): no_new_privs keeps an exec from gaining one
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        return
     drop_bounding_set()
     header, data = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "capset")

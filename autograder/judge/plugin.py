@@ -37,7 +37,8 @@ from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, add_options, from_options
-from autograder.results import STOPPING, CheckResult, Diagnosis, Failure, FailureKind, RunResults, total, write_run
+from autograder.results import (STOPPING, UNCONFINED_WARNING, CheckResult, Diagnosis, Failure, FailureKind, RunResults,
+                                files_unconfined, total, write_run)
 from autograder.text import printable
 
 POINTS_FILE = "points.toml"
@@ -459,6 +460,8 @@ class Scoreboard:
         sandbox = self.config.stash.get(SANDBOX, None)
         if sandbox and sandbox["missing"]:
             write("warning: student code ran without " + "; ".join(sandbox["missing"]), yellow=True)
+        if files_unconfined(sandbox):
+            write(UNCONFINED_WARNING, red=True)
 
     def pytest_sessionfinish(self):
         out = self.config.getoption("results_json")

@@ -11,8 +11,8 @@ import csv
 import io
 
 from autograder.lab import Lab
-from autograder.results import (FILE_CONFINEMENT, NOT_HANDED_IN, CheckResult, CohortRun, Failure, FailureKind,
-                                RunResults, SubmissionResult)
+from autograder.results import (NOT_HANDED_IN, CheckResult, CohortRun, Failure, FailureKind,
+                                RunResults, SubmissionResult, files_unconfined)
 from autograder.text import csv_cell, one_line
 
 # Failure kinds that cost points beyond a wrong answer, as the status column names them.
@@ -79,11 +79,6 @@ def student_record(lab: Lab, student: str, run: RunResults | None, problems: lis
         # crash names its call, which code could make depend on the hidden inputs.
         status_of([c for c in checks if not c.hidden], reaches, problems, error, handed_in),
         [*notes, *run.notes], reaches, seconds, files_unconfined(run.sandbox))
-
-
-def files_unconfined(sandbox: dict | None) -> bool:
-    """Did the code run where its files were not confined (a worker that proved it would have refused)?"""
-    return sandbox is not None and FILE_CONFINEMENT not in sandbox.get("enforced", [])
 
 
 def hidden_line(check: CheckResult) -> str:
