@@ -46,6 +46,10 @@ class Limits:
     scratch_files: int = limit(4096, "", "files in a worker's scratch folder")
     open_files: int = limit(256, "", "files a worker's process may hold open (rlimit)")
     processes: int = limit(64, "", "processes of one worker's user id (rlimit)")
+    # Without a memory cgroup (no root) only the per-process rlimit bounds memory: so few processes,
+    # each with its share, that together they stay within the worker's total.
+    processes_without_ceiling: int = limit(2, "", "processes of one worker where it has no memory cgroup (each may "
+                                           "then map its share of the worker's total)")
     submission_file_bytes: int = limit(1 * MIB, "bytes", "a file of a submission (a larger one is left out, "
                                        "and said so)")
     # What staging says is per file: a submission of 100,000 stray files must not make a 5 MB notes

@@ -8,7 +8,7 @@ write into the instructor's home and plant a ``.pth`` in the kit's ``.venv``. Th
 
 - user namespaces and Landlock (this kernel): the worker is PID 1 of its own namespaces, in its own view;
 - no namespace can be made (seccomp refuses ``unshare``, as where unprivileged user namespaces are
-  off): Landlock alone confines the files;
+  off): Landlock alone is not enough under the grader's user id, and nothing is graded;
 - neither: nothing is graded, the message names the ways out; ``--no-confinement`` grades and says
   so in red in every report.
 """
@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from autograder.results import UNCONFINED_WARNING
+from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, SOLUTIONS
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -36,7 +37,7 @@ REFERENCE = LAB.source / "masking.py"  # the reference solution's source
 # that works leaves a trace in causal_mask's error, which its feedback shows (a leak would be visible there).
 # In masking.py: a part without a ban, so the scan's finding (open) does not stop the module loading.
 ATTACKER = '''
-import os
+import os, resource, time
 
 found = []
 
@@ -72,6 +73,24 @@ attempt("hidden checks", lambda: open(%(hidden)r).read()[:80])
 attempt("twin", rewrite_twin)
 attempt("home write", lambda: write(%(planted)r, "owned"))
 attempt("venv pth", lambda: write(%(pth)r, "import os"))
+attempt("mode of its copy", lambda: os.chmod(os.path.dirname(__file__), 0o777))
+
+
+def forks():
+    made = 0
+    while made < 10:
+        try:
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+        except OSError:
+            break
+        made += 1
+    return made
+
+
+attempt("forks", forks)
+attempt("address space", lambda: resource.getrlimit(resource.RLIMIT_AS)[0])
 
 
 def causal_mask(num_tokens):
@@ -117,6 +136,8 @@ def instructor(tmp_path_factory):
     finally:
         for folder, mode in modes.items():
             folder.chmod(stat.S_IMODE(mode))
+        # What the unconfined run's attacker left running (its own user: nothing else is killed).
+        subprocess.run(["pkill", "-KILL", "-u", str(user.pw_uid)], check=False, capture_output=True)
         subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
 
 
@@ -150,7 +171,7 @@ def cohort(user, home: Path) -> Path:
     (ssh / "id_ed25519").write_text(SECRET)
     submissions = home / "submissions"
     shutil.rmtree(submissions, ignore_errors=True)
-    for student in ("a_attacker", "b_honest"):
+    for student in ("a_attacker", "a_killer", "b_honest"):
         folder = submissions / student / LAB.name
         folder.mkdir(parents=True)
         for module in SOLUTIONS.glob("*.py"):
@@ -159,6 +180,9 @@ def cohort(user, home: Path) -> Path:
     (submissions / "a_attacker" / LAB.name / "masking.py").write_text((SOLUTIONS / "masking.py").read_text() + ATTACKER % {
         "key": str(ssh / "id_ed25519"), "home": str(home), "reference": str(REFERENCE), "hidden": str(HIDDEN_CHECKS),
         "planted": str(home / "planted"), "pth": str(pth / "zz-planted.pth")})
+    # kill(0) reaches the caller's process group whatever its PID namespace: the whole run, if it shared it.
+    (submissions / "a_killer" / LAB.name / "masking.py").write_text(
+        "import os, signal\nos.kill(0, signal.SIGKILL)\n" + (SOLUTIONS / "masking.py").read_text())
     for path in [home, *home.rglob("*")]:
         os.chown(path, user.pw_uid, user.pw_gid)
     return submissions
@@ -179,8 +203,12 @@ def grades(out: Path) -> dict[str, str]:
 def assert_sealed(home: Path, out: Path) -> None:
     feedback = (out / LAB.name / "students" / "a_attacker" / "feedback.md").read_text()
     assert "FOUND" in feedback  # the attacker ran, and its message reached its feedback
-    for attempt in ("ssh key", "home", "reference", "hidden checks", "twin", "home write", "venv pth"):
-        assert f"{attempt}: refused" in feedback, attempt
+    found = feedback[feedback.index("FOUND"):].split("\n")[0]
+    for attempt in ("ssh key", "home", "reference", "hidden checks", "twin", "home write", "venv pth",
+                    "mode of its copy"):
+        assert f"{attempt}: refused" in found, found
+    # Without a memory cgroup: two processes of 2 GiB each at most (the worker's 4 GiB together).
+    assert "forks: 1" in found and f"address space: {DEFAULTS.worker_total_memory_bytes // 2}" in found, found
     assert SECRET not in feedback
     assert grades(out)["b_honest"] == "100"  # the twin's staged copy kept its own code
     assert not (home / "planted").exists()
@@ -197,13 +225,14 @@ def test_an_ordinary_user_grades_in_the_same_sandbox(instructor):
     assert "file system view" not in run.stderr  # every worker had its view (only what needs root is warned of)
 
 
-def test_without_namespaces_landlock_alone_confines_the_files(instructor):
-    """Where unprivileged user namespaces are off (seccomp refuses ``unshare``), Landlock still confines."""
+def test_without_namespaces_landlock_alone_is_not_enough(instructor):
+    """Where unprivileged user namespaces are off (seccomp refuses ``unshare``), Landlock confines reads and
+    writes, but under the grader's user id not chmod, its Unix sockets or its processes: nothing is graded."""
     user, home, _ = instructor
     run, out = grade_as(user, home, "grades-landlock", seccomp_refuses=("unshare",))
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "not enforced on this machine: a file system view" in run.stderr
-    assert_sealed(home, out)
+    assert run.returncode == 2
+    assert "only a file system view of its own (a user namespace) confines" in run.stderr
+    assert not out.exists()
 
 
 def test_without_any_confinement_nothing_is_graded(instructor):
@@ -226,12 +255,12 @@ def test_no_confinement_grades_and_marks_every_report_in_red(instructor):
     run, out = grade_as(user, home, "grades-trusted", "--no-confinement",
                         seccomp_refuses=("unshare", "landlock_create_ruleset"))
     assert run.returncode == 0, run.stderr[-3000:]
-    assert set(grades(out)) == {"a_attacker", "b_honest"}
+    assert set(grades(out)) == {"a_attacker", "a_killer", "b_honest"}
     pages = [out / LAB.name / "report.html", *(out / LAB.name / "students").glob("*/feedback.html")]
-    assert len(pages) == 3
+    assert len(pages) == 4
     for page in pages:
         assert 'class="unconfined"' in page.read_text()
-    for student in ("a_attacker", "b_honest"):
+    for student in ("a_attacker", "a_killer", "b_honest"):
         assert UNCONFINED_WARNING in (out / LAB.name / "students" / student / "feedback.md").read_text()
     (home / "planted").unlink(missing_ok=True)  # what the attacker could do unconfined (not the point here)
     shutil.rmtree(out)

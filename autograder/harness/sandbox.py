@@ -80,6 +80,7 @@ UIDS_PER_BLOCK = 1 << 16
 UID_BLOCKS = 4096
 
 PID_NAMESPACE = "a PID namespace of its own"
+FILE_VIEW = "a file system view of its own (Python, libraries, its submission, scratch, own /proc)"
 MEMORY_CEILING = "a memory ceiling for all its processes together (cgroup)"
 SYSTEM_CALL_FILTER = "a system call filter (Unix sockets only, no listening, no new namespaces, no keyrings, BPF or io_uring)"
 # System calls a worker never needs and that reach kernel state a memory cgroup does not account
@@ -215,6 +216,7 @@ def new_namespaces(report: Report) -> None:
     if os.fork() == 0:  # PID 1 of the new namespace: the worker goes on here
         die_with(keeper)
         os.close(keeper)
+        os.setsid()  # nor its keeper's
         report.enforced.append(PID_NAMESPACE)
         return
     keep()
@@ -247,6 +249,7 @@ def keep() -> None:
 def run_worker(confinement: Confinement, worker_socket, output: int, serve, report: Report, zygote: int) -> None:
     try:
         die_with(zygote)
+        os.setsid()  # a group of its own: kill(0) (which crosses PID namespaces) reaches no process of the judge's
         os.dup2(output, 1)
         os.dup2(output, 2)
         close_all_but(worker_socket.fileno(), zygote)  # then only the socket: one descriptor to the judge
@@ -256,8 +259,7 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
             os.chown(confinement.scratch, confinement.uid, confinement.uid)
         outside = outside_folders(confinement)  # before the view: the grader's home is read from /etc/passwd
         if report.attempt("mount, network and IPC namespaces", lambda: new_namespaces(report)):
-            report.attempt("a file system view of its own (Python, libraries, its submission, scratch, own /proc)",
-                           lambda: enter_view(confinement))
+            report.attempt(FILE_VIEW, lambda: enter_view(confinement))
         else:
             report.missing.append("a file system view of its own (needs a mount namespace)")
             if os.getuid() != 0:
@@ -266,8 +268,9 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         os.environ.clear()
         os.environ.update(ENVIRONMENT, HOME=confinement.scratch, TMPDIR=confinement.scratch)
         tempfile.tempdir = None
-        report.attempt("resource limits", lambda: limit_resources(DEFAULTS, confinement.uid is not None
-                                                                  or PID_NAMESPACE in report.enforced))
+        counted = confinement.uid is not None or PID_NAMESPACE in report.enforced
+        report.attempt("resource limits", lambda: limit_resources(DEFAULTS, counted, MEMORY_CEILING in report.enforced,
+                                                                  confinement.uid is not None))
         report.attempt("landlock file access",
                        lambda: restrict_files([*read_roots(), confinement.submission], [confinement.scratch]))
         if confinement.uid is not None:
@@ -279,7 +282,7 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         os.close(zygote)
         report.attempt(SYSTEM_CALL_FILTER, filter_system_calls)
         try:
-            prove_files_confined(confinement, outside)
+            prove_files_confined(confinement, outside, FILE_VIEW in report.enforced)
             report.enforced.append(FILE_CONFINEMENT)
         except OSError as exc:
             report.missing.append(f"{FILE_CONFINEMENT} ({exc})")
@@ -405,9 +408,14 @@ def unconfined_message(finding: str, missing: list[str]) -> str:
             f"({'; '.join(failed) or 'every mechanism started'}). {WAYS_OUT}")
 
 
-def prove_files_confined(confinement: Confinement, outside: list[str]) -> None:
+def prove_files_confined(confinement: Confinement, outside: list[str], own_view: bool) -> None:
     """Raise unless, now, every folder of ``outside`` lists nothing but a way to what the worker may
-    read (or cannot be listed), and no file can be made in them, in its copy or at the root."""
+    read (or cannot be listed), and no file can be made in them, in its copy or at the root, nor its
+    copy's mode changed. Without root, only a view of its own counts: under the grader's own user id,
+    Landlock alone leaves the grader's files' modes, its Unix sockets and its processes in reach."""
+    if confinement.uid is None and not own_view:
+        raise PermissionError("without root, only a file system view of its own (a user namespace) confines a "
+                              "worker: Landlock alone leaves chmod, the grader's sockets and its processes in reach")
     allowed = [*read_roots(), confinement.submission, confinement.scratch]
     for folder in outside:
         try:
@@ -426,16 +434,28 @@ def prove_files_confined(confinement: Confinement, outside: list[str]) -> None:
         os.close(made)
         os.unlink(os.path.join(folder, ".confinement-probe"))
         raise PermissionError(f"a worker could write in {folder}")
+    try:
+        os.chmod(confinement.submission, 0o755)
+    except OSError:
+        return
+    raise PermissionError(f"a worker could change the mode of {confinement.submission}")
 
 
 # -- resources and identity ---------------------------------------------------------------------
-def limit_resources(limits: Limits, own_uid: bool) -> None:
+def limit_resources(limits: Limits, counted: bool, ceiling: bool, own_uid: bool) -> None:
+    """``counted``: its processes alone count against RLIMIT_NPROC (a user id, or a user namespace, of its
+    own; the count is per user id in a user namespace since Linux 5.14); ``ceiling``: a memory cgroup
+    bounds all of them together."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writing past the limit fails instead of killing
-    settings = [(resource.RLIMIT_AS, limits.worker_memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
+    processes, memory = limits.processes, limits.worker_memory_bytes
+    if counted and not ceiling:
+        processes = limits.processes_without_ceiling
+        memory = min(memory, limits.worker_total_memory_bytes // processes)
+    settings = [(resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, limits.cpu_seconds),
                 (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
                 (resource.RLIMIT_CORE, 0)]
-    if own_uid:  # the count is per user id: meaningful only for a user id of its own
-        settings.append((resource.RLIMIT_NPROC, limits.processes))
+    if counted:  # without root, its keeper (sandbox.keep) counts in the same user namespace
+        settings.append((resource.RLIMIT_NPROC, processes + (not own_uid)))
     for which, value in settings:
         resource.setrlimit(which, (value, value))
 
