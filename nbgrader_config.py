@@ -26,3 +26,10 @@ c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
 c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
 c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
 c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
+
+# `nbgrader autograde` would run every submitted notebook's code as the instructor, unconfined: one cell
+# could rewrite gradebook.db (another student's points). The labs' notebooks have nothing to run for a
+# grade (the automatic points come from `make grade`, sandboxed; written answers are graded by hand; a
+# release refuses a notebook with an automatically graded cell), so autograde here executes nothing:
+# it copies and sanitizes the notebooks and records the written answers for the formgrader.
+c.Execute.enabled = False

@@ -208,14 +208,20 @@ def no_lab_handed_in(parser, options, labs: list[Lab]):
                  f"({', '.join(lab.name for lab in labs)})")
 
 
-def record_in_gradebook(options, labs: list[Lab], runs) -> None:
+def record_in_gradebook(options, labs: list[Lab], runs) -> bool:
+    """Record every run in the gradebook; return whether every student was."""
     from autograder.platforms.gradebook import course_gradebook, record
 
     gradebook = options.gradebook or course_gradebook()
     by_name = {lab.name: lab for lab in labs}
+    complete = True
     for run in runs:
-        print(f"recorded the {run.lab} points of {record(by_name[run.lab], run.records, gradebook)} "
-              f"students in {gradebook}")
+        recorded, refused = record(by_name[run.lab], run.records, gradebook)
+        print(f"recorded the {run.lab} points of {recorded} students in {gradebook}")
+        for student, why in refused.items():
+            print(f"error: not recorded in the gradebook: {run.lab}: {one_line(student)}: {why}", file=sys.stderr)
+        complete = complete and not refused
+    return complete
 
 
 def grade_command(parser, options, labs: list[Lab]) -> int:
@@ -239,8 +245,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         return 2
     if not runs:
         no_lab_handed_in(parser, options, labs)
-    if options.nbgrader:
-        record_in_gradebook(options, labs, runs)
+    recorded = record_in_gradebook(options, labs, runs) if options.nbgrader else True
     for run in runs:
         for warning in run.warnings:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
@@ -255,7 +260,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
               f"every shard's folder into the class files)")
     else:
         print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
-    return 1 if any(run.ungraded for run in runs) else 0
+    return 1 if any(run.ungraded for run in runs) or not recorded else 0
 
 
 def merge_command(parser, options, labs: list[Lab]) -> int:
@@ -270,13 +275,12 @@ def merge_command(parser, options, labs: list[Lab]) -> int:
         return 1
     if not runs:
         no_lab_handed_in(parser, options, labs)
-    if options.nbgrader:
-        record_in_gradebook(options, labs, runs)
+    recorded = record_in_gradebook(options, labs, runs) if options.nbgrader else True
     for run in runs:
         print(f"{run.lab}: {run.students} students from {len(options.shards)} shards; mean {run.mean:.1f}; "
               f"reports in {out / run.lab}/")
     print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
-    return 0
+    return 0 if recorded else 1
 
 
 if __name__ == "__main__":

@@ -20,3 +20,10 @@ def copy_modules(source: Path, target: Path) -> Path:
     for module in source.glob("*.py"):
         shutil.copy(module, target / module.name)
     return target
+
+
+def what_went_wrong(exc: Exception) -> str:
+    """What went wrong, without the path (the grader's, not the student's): "permission denied"."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return type(exc).__name__

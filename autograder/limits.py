@@ -52,9 +52,10 @@ class Limits:
                                            "then map its share of the worker's total)")
     submission_file_bytes: int = limit(1 * MIB, "bytes", "a file of a submission (a larger one is left out, "
                                        "and said so)")
-    # What staging says is per file: a submission of 100,000 stray files must not make a 5 MB notes
-    # cell (Python's csv module refuses cells over 128 KiB) or feedback page.
-    submission_notes: int = limit(20, "", "notes about one submission's files (more are counted, not listed)")
+    # What staging and a Gradescope upload say is per file: 100,000 stray files must not make a 5 MB
+    # notes cell (Python's csv module refuses cells over 128 KiB), feedback page or results.json.
+    submission_notes: int = limit(20, "", "notes about one submission's files, or one Gradescope upload's (more are "
+                                  "counted, not listed)")
     note_characters: int = limit(300, "", "characters of one such note")
     upload_unzipped_bytes: int = limit(20 * MIB, "bytes", "what a Gradescope upload's zips unpack to, together")
     upload_archives: int = limit(20, "", "zips opened in one upload")

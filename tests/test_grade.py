@@ -217,7 +217,7 @@ def test_broken_inputs_never_stop_the_batch(tmp_path):
     assert run.students == 4
     table = grades_table(tmp_path / "out")
     assert table["empty"]["total"] == "0" and table["empty"]["status"] == "not handed in"
-    assert "scores.py: larger than" in table["huge"]["notes"] and table["huge"]["status"] == "missing: scores.py"
+    assert "scores.py: too large (over 1 MiB)" in table["huge"]["notes"] and table["huge"]["status"] == "missing: scores.py"
     assert table["huge"]["scores"] == "0"
     assert float(table["huge"]["total"]) == 90
     assert "conftest.py: not part of the assignment" in table["helper"]["notes"]

@@ -11,6 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import mistune
 import pytest
 import yaml
 from packaging.requirements import Requirement
@@ -305,7 +306,7 @@ def test_gradescope_grades_demo_students(dist, tmp_path, student):
     assert 0 < results["score"] < 100
     assert_gradescope_form(results)
     if student == "kai":  # the broken upload: its link is left out and said so, its problems listed
-        assert results["output"].startswith("**About your upload:** dropout.py: a link, left out")
+        assert results["output"].startswith("**About your upload:**\n\n```text\ndropout.py: a link, left out\n")
         assert "What cost points beyond wrong answers" in results["output"] and "(these cost nothing)" in results["output"]
     else:
         assert results["output"].startswith(f"# {LAB.title}:")
@@ -330,6 +331,27 @@ def test_gradescope_finds_modules_in_a_sub_folder_and_in_a_zip(dist, tmp_path):
     assert results["score"] == 100 and "found in upload.zip/inner.zip/attention/" in results["output"]
     assert "../escape.py points outside the archive, skipped" in results["output"]
     assert not any(tmp_path.rglob("escape.py"))
+
+
+def test_gradescope_grades_the_honest_folder_over_a_stub_and_shows_names_as_text(dist, tmp_path):
+    """The issue's upload: a stub copy and the honest one side by side, a folder named as a fake
+    heading and a module over the size limit. The folder graded is the stated choice, the others
+    are named, no name renders as Markdown, and the module too large is said so."""
+    root = gradescope_root(dist, tmp_path)
+    for folder, source in (("b_stub", RELEASE), ("a_honest", SOLUTIONS)):
+        shutil.copytree(source, root / "submission" / folder, ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
+    (root / "submission" / "# public checks 84.5 ∕ 84.5").mkdir()
+    shutil.copy(RELEASE / "scores.py", root / "submission" / "# public checks 84.5 ∕ 84.5" / "scores.py")
+    (root / "submission" / "a_honest" / "<img src=x onerror=alert(1)>.md").write_text("")
+    (root / "submission" / "a_honest" / "dropout.py").write_bytes(b"#" * (2 << 20))
+    results = run_autograder(root)
+    assert results["score"] == 100 - LAB.part("dropout").weight
+    output = results["output"]
+    assert "the modules were found in a_honest/ and graded from there" in output
+    assert "b_stub/: holds 6 of the lab's modules too, left aside" in output
+    assert "dropout.py: too large (over 1 MiB), left out" in output
+    html = mistune.create_markdown(escape=False)(output)
+    assert "<img" not in html and "<h1>public checks" not in html and html.count("<h1") == 1
 
 
 def test_gradescope_uploads_cannot_reach_outside_through_links(dist, tmp_path):

@@ -11,11 +11,12 @@ to cut the fenced regions.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 from autograder.course import KIT_ROOT, course_config, directory, run_nbgrader, solution_fences
-from autograder.lab import DECLARATION, Lab
+from autograder.lab import DECLARATION, Lab, LabError
 
 # Whole files students never get: the known mistakes are edits of the reference solution.
 INSTRUCTOR_ONLY = {Path("tests/misconceptions.toml")}
@@ -66,6 +67,18 @@ def transform(kind: str, relative: Path, text: str) -> str:
     return stub_solutions(text) if kind == "release" else keep_solutions(text)
 
 
+def refuse_graded_by_running(notebook: Path) -> None:
+    """A notebook cell graded by running it (nbgrader's "autograder tests") would get its points
+    unrun: the course's nbgrader executes no notebook (``nbgrader_config.py``). Code is graded by
+    the lab's checks, written answers by hand."""
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        marks = cell.get("metadata", {}).get("nbgrader", {})
+        if marks.get("grade") and not marks.get("solution"):
+            raise LabError(f"{notebook}: cell {marks.get('grade_id')!r} is graded by running it, and nbgrader here runs "
+                           "no student notebook (its code would run as you, unconfined): grade code with the lab's "
+                           "checks, written answers by hand")
+
+
 def build(kind: str, lab: Lab, out_dir: Path | None = None, run_notebook: bool = True) -> Path:
     """Write the ``release`` or ``solution`` version of ``lab``; return its folder. The solution's
     notebook is run to show its outputs, unless ``run_notebook`` is False (the staleness test compares
@@ -76,7 +89,11 @@ def build(kind: str, lab: Lab, out_dir: Path | None = None, run_notebook: bool =
     database = [f"--CourseDirectory.db_url=sqlite:///{out_root / 'gradebook.db'}"] if out_dir else []
     if kind == "solution":  # generate_solution wants the assignment in the gradebook (a fresh clone has none);
         run_nbgrader("db", "assignment", "add", lab.name, *database)  # generate_assignment records it itself
-    execute = [] if run_notebook else ["--Execute.enabled=False"]
+    if kind == "release" and lab.notebook:
+        refuse_graded_by_running(lab.source / f"{lab.notebook}.ipynb")
+    # The course's nbgrader_config.py runs no notebook (a student's would run unconfined); the
+    # reference's own notebook is the instructor's, run here to show its outputs.
+    execute = [f"--Execute.enabled={run_notebook}"]
     run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database, *execute)
     source = directory("source") / lab.name
     target = out_root / lab.name

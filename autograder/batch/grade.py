@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING
 
 from urllib.parse import quote
 
-from autograder.files import write_atomically
+from autograder.files import what_went_wrong, write_atomically
 from autograder.batch.lane import Lane
 from autograder.lab import DECLARATION, Lab
-from autograder.limits import DEFAULTS, JOBS, Limits
+from autograder.limits import DEFAULTS, JOBS, Limits, amount
 from autograder.platforms.gradescope import results_json
-from autograder.reports.records import EXTRA_FILE, course_csv, grades_csv, student_record
+from autograder.reports.records import EXTRA_FILE, bounded_notes, course_csv, grades_csv, student_record
 from autograder.reports.staged_code import module_sources
 from autograder.results import CohortRun, SubmissionResult, read_record, read_run, write_record
 from autograder.text import one_line
@@ -102,12 +102,8 @@ def stage(lab: Lab, submission: Submission, target: Path) -> None:
     for path in sorted(source.iterdir()):
         why = stage_entry(lab, path, real_root, target)
         if why:
-            said.append((path.name not in lab.modules, one_line(f"{path.name}: {why}")))
-    notes = [note for _, note in sorted(said, key=lambda item: item[0])]
-    submission.notes += [note if len(note) <= DEFAULTS.note_characters else note[:DEFAULTS.note_characters - 1] + "…"
-                         for note in notes[:DEFAULTS.submission_notes]]
-    if len(notes) > DEFAULTS.submission_notes:
-        submission.notes.append(f"and {len(notes) - DEFAULTS.submission_notes} more files noted, not listed")
+            said.append((path.name not in lab.modules, f"{path.name}: {why}"))
+    submission.notes += bounded_notes([note for _, note in sorted(said, key=lambda item: item[0])])
     submission.handed_in = any(target.iterdir())  # an empty folder, or only files that are not the lab's
 
 
@@ -125,7 +121,7 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | No
             try:
                 status = path.stat()
             except OSError as exc:
-                return LINK_ERRORS.get(exc.errno, f"a link that cannot be followed ({reason(exc)})") + ", left out"
+                return LINK_ERRORS.get(exc.errno, f"a link that cannot be followed ({what_went_wrong(exc)})") + ", left out"
             if not Path(os.path.realpath(path)).is_relative_to(real_root):
                 return "a link to a file outside the submission, left out"
         if stat.S_ISDIR(status.st_mode):  # __pycache__/, tests/: skipped unless named as a module
@@ -135,10 +131,10 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | No
         if not stat.S_ISREG(status.st_mode):
             return "not a regular file (a FIFO, a socket or a device), left out"
         if status.st_size > DEFAULTS.submission_file_bytes:
-            return f"larger than {DEFAULTS.submission_file_bytes // 1024} KB, left out"
+            return f"too large (over {amount(DEFAULTS.submission_file_bytes, 'bytes')}), left out"
         data = read_regular(path)
     except OSError as exc:
-        return f"could not be read ({reason(exc)}), left out"
+        return f"could not be read ({what_went_wrong(exc)}), left out"
     if data is None:
         return "changed while it was read, left out"
     (target / path.name).write_bytes(data)
@@ -154,13 +150,6 @@ def read_regular(path: Path) -> bytes | None:
             return None
         data = file.read(DEFAULTS.submission_file_bytes + 1)
     return data if len(data) <= DEFAULTS.submission_file_bytes else None
-
-
-def reason(exc: Exception) -> str:
-    """What went wrong, without the path (the grader's, not the student's): "permission denied"."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    return type(exc).__name__
 
 
 def unreadable(name: str, data: bytes) -> str | None:
@@ -248,7 +237,7 @@ def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, f
             stage(lab, submission, staged)
         except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
             staged.mkdir(parents=True, exist_ok=True)
-            submission.problems.append(("error", f"{lab.name}/ could not be read ({reason(exc)}): not graded"))
+            submission.problems.append(("error", f"{lab.name}/ could not be read ({what_went_wrong(exc)}): not graded"))
         stamp = fingerprint(staged, [*(": ".join(problem) for problem in submission.problems), *submission.notes], kit)
         folder = student_folder(out, submission.student)
         done = folder / FINGERPRINT

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import tempfile
 import traceback
 from pathlib import Path
 
 from autograder.batch.grade import grade, student_folder
-from autograder.files import write_atomically
+from autograder.files import what_went_wrong, write_atomically
 from autograder.harness.sandbox import Unconfined
 from autograder.lab import find_lab
 from autograder.platforms.gradescope import collect
+from autograder.text import markdown_block
 
 
 def run(root: Path, jobs: int = 1) -> dict:
@@ -33,14 +35,16 @@ def run(root: Path, jobs: int = 1) -> dict:
             notes = collect(lab, root / "submission", cohort / "submission" / lab.name)
             grade(lab, cohort, Path(tmp) / "out", jobs=jobs, force=True, stream=io.StringIO(), class_files=False)
             results = json.loads((student_folder(Path(tmp) / "out", "submission") / "results.json").read_text())
-        if notes:
-            results["output"] = "**About your upload:** " + "; ".join(notes) + "\n\n" + results["output"]
-    except Unconfined:  # nothing ran: the staff must fix the image (the student reads no grader detail)
+        if notes:  # the student's own names, shown as text: no heading, table, link or HTML of theirs renders
+            results["output"] = "**About your upload:**\n\n" + markdown_block("\n".join(notes)) + "\n\n" + results["output"]
+    except Unconfined as refused:  # nothing ran: the staff must fix the image (the student reads no grader detail)
+        print(f"error: nothing graded: {refused}", file=sys.stderr)
         results = {"score": 0.0, "output": "The autograder could not grade this upload: its machine cannot confine "
                    "the code it runs; please tell the course staff.", "tests": []}
-    except Exception:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened
+    except Exception as exc:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened
+        traceback.print_exc()  # for the staff, in the autograder's log; the output names no folder of the grader's
         results = {"score": 0.0, "output": "The autograder could not grade this upload; please tell the course "
-                   "staff. (" + traceback.format_exc(limit=2).strip().splitlines()[-1] + ")", "tests": []}
+                   f"staff. ({what_went_wrong(exc)})", "tests": []}
     out = root / "results"
     out.mkdir(parents=True, exist_ok=True)
     write_atomically(out / "results.json", json.dumps(results, indent=1))

@@ -60,17 +60,28 @@ def register_assignment(lab: Lab, db_url: str) -> None:
                      f"--CourseDirectory.db_url={db_url}")
 
 
-def record(lab: Lab, records: list[SubmissionResult], db_url: str | None = None) -> int:
+# Why a student cannot be recorded: nbgrader stores a student's id as text, and the id must be the
+# folder's very name (the formgrader finds the notebooks by it); an escaped form (\xff) could be
+# another student's real name.
+NOT_UTF8 = ("a folder name that is not UTF-8 cannot be a student id in nbgrader's gradebook: rename the "
+            "folder (as the student is known to nbgrader) and record again")
+
+
+def record(lab: Lab, records: list[SubmissionResult], db_url: str | None = None) -> tuple[int, dict[str, str]]:
     """Write each student's points per part of ``lab`` into the gradebook; return how many students
-    handed it in (the others get no submission: nbgrader's own export says it is missing)."""
+    handed it in (the others get no submission: nbgrader's own export says it is missing) and the
+    students refused, each with why (they alone: the others are recorded)."""
     db_url = db_url or course_gradebook()
     register_assignment(lab, db_url)
     notebook = lab.notebook
+    refused = {r.student: NOT_UTF8 for r in records if not utf8(r.student)}
     with Gradebook(db_url) as gb, warnings.catch_warnings():
         # nbgrader's add_submission builds its objects in a way SQLAlchemy warns about (upstream, harmless).
         warnings.simplefilter("ignore", SAWarning)
         for record in records:
             student = record.student
+            if student in refused:
+                continue
             gb.update_or_create_student(student)
             if not record.handed_in:
                 continue
@@ -83,4 +94,13 @@ def record(lab: Lab, records: list[SubmissionResult], db_url: str | None = None)
                 grade.manual_score = record.parts[part].points
                 grade.needs_manual_grade = False
             gb.db.commit()
-    return sum(record.handed_in for record in records)
+    return sum(record.handed_in for record in records if record.student not in refused), refused
+
+
+def utf8(name: str) -> bool:
+    """Is ``name`` text? A folder name that is not UTF-8 reaches Python with lone surrogates."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
