@@ -168,7 +168,7 @@ def test_the_container_runs_make_grades_command_on_the_cohort_read_only_and_writ
                                                                                       variables):
     path = tools_only(tmp_path)
     calls = stand_in_engine(path, engine, info)
-    out = tmp_path / "my reports"  # made by the script, as its owner
+    out = tmp_path / "my reports"
     given = {**variables, "SUBMISSIONS": str(DEMO), "OUT": str(out)}
     run = grade_container(path, "DRY_RUN=1", *(f"{name}={value}" for name, value in given.items()))
     assert run.returncode == 0, run.stderr
@@ -176,7 +176,7 @@ def test_the_container_runs_make_grades_command_on_the_cohort_read_only_and_writ
     assert build == [engine, "build", "-t", "autograder-kit", "-f", "deploy/container/Containerfile", "."]
     assert container[:3] == [engine, "run", "--rm"] and "--privileged" not in container
     assert mounts(container) == {"/submissions": (str(DEMO), "ro"), "/grades": (str(out), "rw")}
-    assert out.is_dir() and not calls.exists()
+    assert not out.exists() and not calls.exists()  # a dry run makes nothing
     assert container[-3:-1] == ["sh", "-ec"]
     in_container = shlex.split(container[-1].splitlines()[-1])
     assert in_container[0] == ".venv/bin/python"  # the image's, in /kit

@@ -52,10 +52,9 @@ esac
 submissions=${SUBMISSIONS:-submitted}
 [ -d "$submissions" ] || [ -n "${SUBMISSIONS:-}" ] || submissions=examples/submitted
 [ -d "$submissions" ] || refuse "no submissions folder $submissions"
-out=${OUT:-grades}
-mkdir -p "$out"  # made by its owner, not by the engine as root
 submissions=$(cd "$submissions" && pwd)
-out=$(cd "$out" && pwd)
+out=${OUT:-grades}
+[[ $out = /* ]] || out=$PWD/$out
 # Every variable of make grade reaches this make as it reached the one that started this script.
 command=$(make -s --no-print-directory -n grade RUN_READY= SUBMISSIONS=/submissions OUT=/grades)
 shopt -s extglob
@@ -95,4 +94,5 @@ if [ "${1:-}" = --dry-run ]; then
     exit 0
 fi
 [ -n "${IMAGE:-}" ] || "${build[@]}"
+mkdir -p "$out"  # made by its owner, not by the engine as root
 exec "${run[@]}"
