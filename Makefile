@@ -9,7 +9,7 @@ RUN_READY := $(READY) $(if $(PYTHONDONTWRITEBYTECODE),$(COMPILED))
 DEV_READY := $(VENV)/.dev-requirements-installed
 LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
-.PHONY: help setup grade merge bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
+.PHONY: help setup grade grade-container merge bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
 .DEFAULT_GOAL := help
 
 ## make help: these commands, one line each
@@ -50,6 +50,12 @@ CONFINEMENT_OPTION := $(if $(NO_CONFINEMENT),--no-confinement)
 grade: $(RUN_READY)
 	$(PY) -m autograder grade $(COHORT_OPTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) \
 		$(if $(SHARD),--shard $(SHARD)) $(CONFINEMENT_OPTION)
+
+## make grade-container [the variables of make grade] [IMAGE=name] [DRY_RUN=1]: make grade inside the kit's container
+## (Docker or Podman), as root there: the whole sandbox on macOS, Windows or Linux without root (DRY_RUN=1 prints
+## the engine's commands)
+grade-container:
+	deploy/container/grade.sh $(if $(DRY_RUN),--dry-run)
 
 ## make merge SHARDS="dir ..." [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [NBGRADER=1]: join the outputs of make grade SHARD=i/N
 ## into one course's reports, as one run writes them
