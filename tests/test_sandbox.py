@@ -2,7 +2,10 @@
 network, hang, exhaust the machine or crash the grader."""
 
 import dataclasses
+import os
+import signal
 import socket
+import subprocess
 import textwrap
 import threading
 import time
@@ -11,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.harness import remote
+from autograder.harness import remote, sandbox
 from autograder.harness.cgroup import Hierarchy, find_hierarchy
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.results import FILE_CONFINEMENT
@@ -331,6 +334,36 @@ def test_a_mechanism_this_machine_lacks_is_reported_not_fatal():
     report.attempt("resource limits", lambda: None)
     assert report.enforced == ["resource limits"]
     assert report.missing == ["landlock file access (OSError: [Errno 38] Function not implemented)"]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="processes under another user id need root")
+def test_the_sweep_kills_only_what_runs_in_its_own_pid_namespace():
+    """A worker user id's leftover in this PID namespace is killed; one in another (a container's grader
+    claiming the same block of ids on this kernel) is not ours to kill."""
+    uid = sandbox.UID_BASE + sandbox.UIDS_PER_BLOCK * sandbox.UID_BLOCKS + 7  # no judge hands this one out
+    become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    here = subprocess.Popen([*become, "sleep", "60"])
+    elsewhere = subprocess.Popen(["unshare", "--pid", "--fork", *become, "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 5
+        while sum(1 for e in Path("/proc").iterdir() if e.name.isdigit() and owned_by(e, uid)) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert sandbox.sweep(range(uid, uid + 1)) >= 1  # our child stays a zombie, seen again, until waited for
+        assert here.wait(5) == -signal.SIGKILL
+        assert elsewhere.poll() is None
+    finally:
+        for proc in (here, elsewhere):
+            proc.kill()
+            proc.wait()
+        subprocess.run(["pkill", "-KILL", "-u", str(uid)], check=False)
+
+
+def owned_by(entry: Path, uid: int) -> bool:
+    try:
+        return entry.stat().st_uid == uid
+    except OSError:
+        return False
 
 
 V1_MOUNTS = """\

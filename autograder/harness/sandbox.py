@@ -550,15 +550,16 @@ class UidPool:
 
 
 def sweep(uids: range, rounds: int = 20) -> int:
-    """Kill every process running as one of ``uids``; return how many were found. Back-stop for
-    machines without PID namespaces: a worker's processes die with its namespace."""
-    found = 0
+    """Kill every process running as one of ``uids`` in this PID namespace; return how many were found.
+    Back-stop for machines without PID namespaces: a worker's processes die with its namespace, and one
+    in another PID namespace (a container's grader with the same block of user ids) is not ours."""
+    found, ours = 0, os.stat("/proc/self/ns/pid").st_ino
     for _ in range(rounds):
         pids = []
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
                 try:
-                    if entry.stat().st_uid in uids:
+                    if entry.stat().st_uid in uids and os.stat(f"/proc/{entry.name}/ns/pid").st_ino == ours:
                         pids.append(int(entry.name))
                 except OSError:
                     pass
