@@ -7,8 +7,11 @@ An attack is a small hostile module; each line the scan must flag ends in ``# RE
 """
 
 import importlib
+import json
 import os
+import shutil
 import signal
+import subprocess
 import textwrap
 import time
 import types
@@ -22,6 +25,7 @@ from autograder.judge import internals
 from autograder.judge.internals import LIBRARIES, TORCH_INTERNALS, Reach, scan, scan_submission
 from autograder.judge.misconceptions import load_catalogue
 from autograder.lab import all_labs
+import library_tables
 from conftest import KIT, WRONG_MODULES
 
 LABS = all_labs()
@@ -168,7 +172,7 @@ ATTACKS = {
     "literal_loop_reaching_a_dunder": """
         class Heads:
             def forward(self, x):
-                for name in ("W_query", "__dict__"):
+                for name in ("W_query", "__dict__"):  # REACH: a dunder name in a string
                     getattr(self, name)  # REACH: reads `__dict__`
         """,
     "private_name_by_prefix": """
@@ -517,6 +521,81 @@ ATTACKS = {
 
         Sneaky = type("Sneaky", (), {"__torch_function__": hook})  # REACH: creates a class with type
         """,
+    # issue 38: a tensor subclass made by type under another name, its handler a dictionary key; the
+    # judge's modes ran the handler under no ban (softmax 14.5/15, layer norm 15/15 before)
+    "subclass_made_by_type_under_another_name": """
+        import torch
+
+        make = type  # REACH: uses the built-in `type` as a value
+
+
+        def handler(cls, func, types, args=(), kwargs=None):
+            return torch.zeros(())
+
+
+        S = make("S", (torch.Tensor,), {"__torch_dispatch__": classmethod(handler)})  # REACH: dunder name in a string
+
+
+        def softmax(x, dim=-1):
+            return torch.neg(x.as_subclass(S))  # REACH: makes a tensor of another class
+        """,
+    "classes_made_through_a_class": """
+        import torch
+
+
+        def softmax(x, dim=-1):
+            maker = type(type(x))  # REACH: an object's class beyond its name
+            again = type(x).mro()[0]  # REACH: an object's class beyond its name
+            other = x.__class__.__class__  # REACH: an object's class beyond its name
+            made = type(*("S", (), {}))  # REACH: creates a class with type
+            sub = getattr(x, "as_subclass")(torch.Tensor)  # REACH: another class
+            type(x).softmax = lambda self, dim=-1: self  # REACH: an object's class beyond its name
+            return x
+        """,
+    "dunders_by_keyword_and_key": """
+        def finalise(self):
+            pass
+
+
+        namespace = dict(__del__=finalise)  # REACH: passes `__del__` as a keyword
+        namespace["__getattribute__"] = finalise  # REACH: dunder name in a string
+        hooks = {"__init_subclass__": finalise}  # REACH: dunder name in a string
+
+
+        class Meta(type):  # REACH: uses the built-in `type` as a value
+            pass
+        """,
+    "metaclasses_and_class_factories": """
+        import abc
+        import dataclasses
+        import enum
+
+        Made = abc.ABCMeta("Made", (), {})  # REACH: uses abc.ABCMeta
+        Data = dataclasses.make_dataclass("Data", [])  # REACH: uses dataclasses.make_dataclass
+        Meta = enum.EnumType  # REACH: uses enum.EnumType
+        """,
+    "raw_file_below_a_standard_stream": """
+        import sys
+
+
+        def softmax(x, dim=-1):
+            opener = type(sys.stdout.buffer.raw)  # REACH: uses sys.stdout other than to write to it
+            raw = sys.stderr.detach()  # REACH: uses sys.stderr other than to write to it
+            out = sys.stdout  # REACH: uses sys.stdout other than to write to it
+            text = out.buffer.raw.readall()  # REACH: a raw file
+            return x
+        """,
+    "warning_records": """
+        import warnings
+        from warnings import catch_warnings  # REACH: imports catch_warnings from warnings
+
+
+        def softmax(x, dim=-1):
+            with warnings.catch_warnings(record=True) as seen:  # REACH: uses warnings.catch_warnings
+                warnings.warn("where am I")
+            show = warnings.showwarning  # REACH: uses warnings.showwarning
+            return x
+        """,
     "module_name_claimed": """
         import torch.nn as nn
 
@@ -607,13 +686,19 @@ NOT_CAUGHT = {
             text = "{0.__globals__}".format(softmax)
             return x
         """),
-    "library_class_changed_through_type": (
-        "changes torch.Tensor through an instance's type: no gain found (a guard wraps the name at "
-        "call time and the dispatch mode still sees the operator)",
+    "class_made_by_enums_functional_api": (
+        "enum's functional API makes a class whose names may be dunders computed at run time: the worker "
+        "refuses its objects as a call's arguments while a ban holds (a handler of their own), and the "
+        "collector waits meanwhile (a finaliser cannot run when a mode is off the stack)",
         """
-        def softmax(x, dim=-1):
-            type(x).softmax = lambda self, dim=-1: self
-            return x
+        import enum
+
+
+        def _hook(*args, **kwargs):
+            return None
+
+
+        Sneaky = enum.Enum("Sneaky", [("_".join(["", "", "del", "", ""]), _hook), ("ONE", 1)])
         """),
     "softmax_by_attention": (
         "public API that computes the forbidden function by another operator: the ban's list decides, "
@@ -895,6 +980,26 @@ HONEST = {
         _forward = CausalAttention.forward
         CausalAttention.forward = lambda self, x: 2 * _forward(self, x)
         """,
+    # A class by its name, compared or tested; the standard streams written to; a self-test that compares
+    # __name__ the other way round.
+    "classes_named_and_streams_written": """
+        import sys
+
+        import torch
+
+
+        def describe(x, y):
+            '''__init__'''
+            if type(x) is torch.Tensor and isinstance(y, type(x)) and type(y) == type(x):
+                print(f"a {type(x).__name__} like {type(y)}", file=sys.stderr)
+            sys.stdout.write(repr(x.__class__.__qualname__))
+            sys.stdout.flush()
+            return str(type(x))
+
+
+        if "__main__" == __name__:
+            describe(torch.ones(1), torch.ones(1))
+        """,
     # The red team's honest idioms that an earlier scan flagged.
     "class_name_in_a_message_parameter_import_and_a_custom_function": """
         import torch
@@ -961,13 +1066,37 @@ def public(module_name: str) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("name", sorted(LIBRARIES))
-def test_every_module_an_allowed_module_holds_is_allowed_or_denied(name):
-    library = LIBRARIES[name]
-    for attribute, value in public(name).items():
-        if isinstance(value, types.ModuleType) and library.allows(attribute):
-            assert attribute in library.submodules and f"{name}.{attribute}" in LIBRARIES, (name, attribute)
-    for attribute in library.submodules:
-        assert isinstance(public(name)[attribute], types.ModuleType)
+def test_the_tables_hold_for_the_installed_libraries(name):
+    assert library_tables.gaps(name) == []
+
+
+def interpreter(version: str) -> str | None:
+    """A Python ``version`` ("3.12") on this machine: on the path, or one of pyenv's."""
+    candidates = [shutil.which(f"python{version}"), *map(str, sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python")))]
+    for candidate in filter(None, candidates):
+        run = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True)
+        if run.returncode == 0 and run.stdout.strip() == version:
+            return candidate
+    return None
+
+
+@pytest.mark.parametrize("version", ["3.11", "3.12", "3.13"])
+def test_the_standard_librarys_tables_hold_on_every_python_the_readme_names(version, tmp_path):
+    """Which modules the standard library's modules hold differs by version (typing holds copyreg from
+    3.12, collections.abc sys from 3.13): the tables are read from the running Python, and checked here
+    under each, with empty modules standing in for torch (its wheel is built for one Python)."""
+    python = interpreter(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine")
+    for name in filter(lambda name: name.partition(".")[0] == "torch", LIBRARIES):
+        folder = tmp_path.joinpath(*name.split("."))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").touch()
+    run = subprocess.run([python, str(KIT / "tests" / "library_tables.py")], capture_output=True, text=True,
+                         env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{KIT}", "PATH": os.environ["PATH"]})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert {name: found for name, found in json.loads(run.stdout).items() if found} == {}
 
 
 def test_torchs_machinery_under_public_names_is_denied():
@@ -989,12 +1118,9 @@ def test_torchs_machinery_under_public_names_is_denied():
     assert undenied == []
 
 
-def test_every_denied_name_exists():
-    """A name denied that no longer exists is a sign the table is out of date."""
-    for name, library in LIBRARIES.items():
-        names = public(name)
-        missing = sorted((library.denied | (library.only or frozenset())) - set(names))
-        assert missing == [], (name, missing)
+def test_no_module_torch_loads_on_first_use_is_allowed():
+    """Missing from dir(torch) until then (the private ones are refused as private)."""
+    assert [name for name in torch._lazy_modules if name[0] != "_" and LIBRARIES["torch"].allows(name)] == []
 
 
 def test_the_allowed_builtins_reach_nothing():

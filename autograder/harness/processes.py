@@ -86,15 +86,16 @@ class WorkerProcess:
         self.sock.setblocking(False)
         os.set_blocking(self.output, False)
 
-    def greet(self, timeout: float) -> None:
-        """Read the worker's first words (what its sandbox enforced) and give it its call time-out."""
+    def greet(self, timeout: float, imports: dict[str, list[str]] | None = None) -> None:
+        """Read the worker's first words (what its sandbox enforced) and give it its call time-out and
+        the submission's modules each module imports (see the worker's ``limits``)."""
         hello = decode_frame(self.receive(DEFAULTS.start_timeout))
         self.report = hello.get("hello") if isinstance(hello, dict) else None
         if isinstance(self.report, dict) and self.report.get("refused"):
             raise sandbox.Unconfined(self.report["refused"])
         if isinstance(self.report, dict):
             self.report["missing"] = [*self.missing, *self.report.get("missing", [])]
-        self.exchange(encode({"op": "limits", "timeout": timeout}), DEFAULTS.start_timeout)
+        self.exchange(encode({"op": "limits", "timeout": timeout, "imports": imports}), DEFAULTS.start_timeout)
 
     def in_own_pid_namespace(self) -> bool:
         """Do all its processes die with it (PID 1 of a namespace of its own)?"""

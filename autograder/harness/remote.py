@@ -95,7 +95,8 @@ class RemoteCode:
     ``line`` and ``what``), and ``loads`` the submission's modules each module loads (itself
     included): code that reaches into internals could lift the rules the worker enforces (forbidden
     and counted library calls) from inside, so a request carrying one is refused when its module
-    loads such code, and otherwise served by a worker in which such code never ran. ``memoize``
+    loads such code, and otherwise served by a worker in which such code never ran; a worker given
+    ``loads`` imports in a request no module of the submission outside them. ``memoize``
     keeps the answers of function calls (never of modules, which have state): for the reference
     solution, whose functions are pure and whose checks repeat the same derandomized calls for
     every submission.
@@ -177,7 +178,8 @@ class RemoteCode:
     def _start(self) -> WorkerProcess:
         worker = WorkerProcess(self.root, self.confined)
         self._shared.worker = worker
-        worker.greet(self.timeout)
+        loads = self._shared.loads
+        worker.greet(self.timeout, {module: sorted(modules) for module, modules in loads.items()} if loads else None)
         self._shared.sandbox = worker.report
         return worker
 

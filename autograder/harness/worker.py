@@ -20,10 +20,12 @@ Requests (all optional fields may be omitted):
   {"op": "grad", "target" | "handle": ..., "args": [...], "kwargs": {...}, "upstream": tensor}
       run the call, backpropagate ``upstream`` and return the gradients of the tensor
       arguments (and of the module's parameters).
-  {"op": "limits", "timeout": seconds}
+  {"op": "limits", "timeout": seconds, "imports": {module: [modules]} | None}
       from now on, a call that runs longer is interrupted where it is (``SIGALRM``) and answered
       as a time-out that names the student's file and line (the judge kills a worker that does
-      not stop when asked).
+      not stop when asked); with ``imports`` (the submission's modules each module's source
+      imports, itself included, as the judge read them), a request imports only those of the
+      modules it names (:class:`SubmissionImports`).
 Any request may carry ``"forbid": [names]`` (library functions such as ``"torch.sort"``, or
 PyTorch operators such as ``"aten._softmax"`` whatever Python name reaches them, that raise
 instead of running while it is served: a part that asks students to write one themselves)
@@ -47,7 +49,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
+import gc
+import importlib.abc
+import importlib.util
 import os
 import signal
 import socket
@@ -78,7 +82,76 @@ class Forbidden(Exception):
     """A library function the request forbids was called."""
 
 
+class ImportRefused(Forbidden):
+    """A module of the submission was imported outside the request's reach (:class:`SubmissionImports`)."""
+
+
 OPERATOR = "aten."  # a forbidden name of this form is a PyTorch operator, not a Python function
+
+
+# Torch hands a call to an argument's own handler instead of running it: a tensor subclass's or any
+# object's __torch_function__ or __torch_dispatch__, on its class or on itself. The function mode and
+# the dispatch mode run each call with themselves off the stack, so such a handler would run under no
+# ban at all: while a ban or a call count is in force, a call given one is refused before anything runs.
+HANDLERS = ("__torch_dispatch__", "__torch_function__")
+# ... and what could answer a lookup of one with anything: a class's own attribute lookup.
+HANDLER_LOOKUPS = (*HANDLERS, "__getattr__", "__getattribute__")
+# Classes whose handlers are torch's own; the other classes written in Python are read (one written in
+# C, as the built-in types and torch._C's are, is no student's).
+LIBRARY_CLASSES = frozenset({torch.Tensor, torch.nn.Parameter})
+PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, int, float, bool, complex, str, bytes, type(None),
+                         slice, type(Ellipsis), torch.Size, torch.dtype, torch.device, torch.layout,
+                         torch.memory_format, torch.Generator})  # values that carry no handler: checked at once
+TENSOR_METACLASSES = frozenset({type(torch.Tensor), type(torch.nn.Parameter)})
+# A class's real method resolution order, its own namespace and its name, and the descriptor of an
+# object's own dict, read below anything a class or metaclass could put in their place: the check
+# runs while the modes are off the stack, so it must run none of the student's code.
+_mro = type.__dict__["__mro__"].__get__
+_namespace = type.__dict__["__dict__"].__get__
+_name = type.__dict__["__name__"].__get__
+_flags = type.__dict__["__flags__"].__get__
+_OWN_DICT = type(type.__dict__["__dict__"])
+_WRITTEN_IN_PYTHON = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+
+
+def refuse_own_handlers(args, kwargs) -> None:
+    """Raise :class:`Forbidden` if a call's arguments (inside lists, tuples and dicts too) carry a
+    handler of their own (see :data:`HANDLERS`)."""
+    pending = [args, kwargs]
+    while pending:
+        value = pending.pop()
+        kind = type(value)
+        if kind in PLAIN_TYPES:
+            continue
+        if kind is list or kind is tuple:
+            pending.extend(value)
+        elif kind is dict:
+            pending.extend(value.values())
+        elif handler := own_handler(value, kind):
+            raise Forbidden(f"a {_name(kind)} was given to PyTorch, and its {handler} could take the call over from "
+                            "the library, out of this exercise's rules: give it plain tensors")
+
+
+def own_handler(value, kind: type) -> str | None:
+    """The handler (or handler lookup) ``value`` has that is not the library's, or None."""
+    classes = _mro(kind)
+    if torch._C.TensorBase in classes and type(kind) not in TENSOR_METACLASSES:
+        return "a metaclass of its own"
+    own_dict = None
+    for cls in classes:
+        namespace = _namespace(cls)
+        if own_dict is None and "__dict__" in namespace:
+            own_dict = namespace["__dict__"]
+        if _flags(cls) & _WRITTEN_IN_PYTHON and cls not in LIBRARY_CLASSES:
+            for name in HANDLER_LOOKUPS:
+                if name in namespace:
+                    return name
+    if own_dict is None:
+        return None
+    if type(own_dict) is not _OWN_DICT:
+        return "__dict__"
+    attributes = own_dict.__get__(value)
+    return next((name for name in HANDLERS if name in attributes), None)
 
 
 class ForbiddenOperators(TorchDispatchMode):
@@ -96,6 +169,7 @@ class ForbiddenOperators(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        refuse_own_handlers(args, kwargs)
         name = str(func.overloadpacket)
         if name in self.names:
             raise Forbidden(f"PyTorch's operator {name} is not available in this exercise, by any name: "
@@ -114,6 +188,7 @@ class ForbiddenFunctions(TorchFunctionMode):
         self.functions = functions  # the library's original function -> its forbidden name
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        refuse_own_handlers(args, kwargs)
         name = self.functions.get(func)
         if name is not None:
             raise Forbidden(f"{name} is not available in this exercise: write it yourself")
@@ -140,15 +215,18 @@ class Guards:
         self.counted = {str(name): 0 for name in request.get("count") or ()}
 
     def enforcing(self) -> contextlib.ExitStack:
-        """While a request is served: its forbidden operators and functions raise, by any name
-        (nothing to do when it forbids none)."""
+        """While a request is served: its forbidden operators and functions raise, by any name, and
+        arguments with handlers of their own are refused (nothing to do when it forbids and counts none).
+        The cyclic garbage collector waits: a finaliser it ran while a mode is off the stack (a
+        generator's ``finally``) would run under no ban."""
         stack = contextlib.ExitStack()
-        operators = frozenset(n for n in self.forbidden if n.startswith(OPERATOR))
-        if operators:
-            stack.enter_context(ForbiddenOperators(operators))
-        functions = {self.originals[n]: n for n in self.forbidden if n in self.originals}
-        if functions:
-            stack.enter_context(ForbiddenFunctions(functions))
+        if not (self.forbidden or self.counted):
+            return stack
+        stack.enter_context(ForbiddenOperators(frozenset(n for n in self.forbidden if n.startswith(OPERATOR))))
+        stack.enter_context(ForbiddenFunctions({self.originals[n]: n for n in self.forbidden if n in self.originals}))
+        if gc.isenabled():
+            gc.disable()
+            stack.callback(gc.enable)
         return stack
 
     @functools.cache  # noqa: B019 - one wrapper per name for the worker's life
@@ -170,6 +248,37 @@ class Guards:
         setattr(owner, attr, guarded)
 
 
+class SubmissionImports(importlib.abc.MetaPathFinder):
+    """The one way a submission's modules are imported: its folder is not on ``sys.path``, and this
+    finder comes after every other (a submission cannot shadow torch or the standard library). Once
+    the judge has said which of the submission's modules each module's source imports (``imports``),
+    a request imports only those of the modules it names: code the judge's scan did not read into a
+    call's reach never runs in it, whatever way to import the scan missed."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.imports: dict[str, list[str]] | None = None
+        self.allowed: frozenset[str] | None = None  # the modules the current request may import; None: any
+
+    def serving(self, request: dict) -> None:
+        if self.imports is None:
+            return
+        targets = [request["target"]] if request.get("target") else [spec[0] for spec in request.get("specs") or ()]
+        modules = {str(target).partition(".")[0] for target in targets}
+        self.allowed = frozenset().union(*(self.imports.get(module, (module,)) for module in modules))
+
+    def find_spec(self, fullname, path=None, target=None):
+        origin = os.path.join(self.root, f"{fullname}.py")
+        if path is not None or not fullname.isidentifier() or not os.path.isfile(origin):
+            return None
+        if self.allowed is not None and fullname not in self.allowed:
+            if fullname not in self.imports:
+                raise ImportRefused(f"{fullname}.py is not one of the lab's modules, which alone are graded")
+            raise ImportRefused(f"{fullname}.py was imported where no import statement of the code called leads to "
+                                f"it ({', '.join(sorted(self.allowed))}): import the lab's modules with import statements")
+        return importlib.util.spec_from_file_location(fullname, origin)
+
+
 class CallTimeout(BaseException):
     """Raised in student code when its call runs out of time. A BaseException, so that the
     student's ``except Exception`` lets it through."""
@@ -180,8 +289,9 @@ def time_is_up(signum, frame):
 
 
 class Worker:
-    def __init__(self, root: str):
+    def __init__(self, root: str, imports: SubmissionImports):
         self.root = os.path.realpath(root)
+        self.imports = imports
         self.handles: dict[int, torch.nn.Module] = {}
         self.broken_imports: dict[str, RequestError] = {}
         self.timeout = 0.0  # seconds a call may run before it is interrupted; 0: never
@@ -195,8 +305,8 @@ class Worker:
             raise RequestError("missing", f"{name}.py is missing from the submission", name, file=f"{name}.py")
         try:
             return importlib.import_module(name)
-        except CallTimeout:
-            raise  # a loop at import: answered as a time-out (the judge does not ask this module again)
+        except (CallTimeout, ImportRefused):
+            raise  # a loop at import is answered as a time-out (never asked again), a refused import as such
         except BaseException as exc:  # noqa: BLE001 - any failure at import is the student's
             file, line = failing_line(exc, self.root)
             place = f" (at {file} line {line})" if line else ""
@@ -255,6 +365,7 @@ class Worker:
             # The CPU generator is the one torch.manual_seed reseeds here (no accelerator), at 1% of the cost.
             torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
         self.guards.serving(request)
+        self.imports.serving(request)
         with self.guards.enforcing():
             return self.run(request)
 
@@ -264,6 +375,7 @@ class Worker:
         kwargs = self.materialise(dict(request.get("kwargs") or {}))
         if op == "limits":
             self.timeout = float(request.get("timeout") or 0)
+            self.imports.imports = request.get("imports")
             return None
         if op == "call":
             result = self.publish(self.resolve(request["target"])(*args, **kwargs))
@@ -439,12 +551,13 @@ def run(root: str, sock: socket.socket, report=None) -> None:
     torch.set_num_threads(1)  # tiny tensors: a thread pool costs more than it saves, and lanes fill the cores
     if report is None:
         os.dup2(2, 1)  # a student's print goes to stderr, never into the answer channel
-    sys.path.append(os.path.realpath(root))  # last: a submission cannot shadow torch or the stdlib
     sock.sendall(encode({"hello": None if report is None else {"enforced": report.enforced, "missing": report.missing,
                                                                "refused": report.refused}}))
     if report is not None and report.refused:  # its files are not confined: no student code runs here
         return
-    worker = Worker(root)
+    imports = SubmissionImports(os.path.realpath(root))
+    sys.meta_path.append(imports)
+    worker = Worker(root, imports)
     signal.signal(signal.SIGALRM, time_is_up)
     while True:
         try:

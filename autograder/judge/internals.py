@@ -21,26 +21,29 @@ The rules are allowlists wherever Python allows one:
   ``__doc__`` are read, and a class defines only the dunder methods of :data:`CLASS_DUNDERS`;
 - built-ins: :data:`ALLOWED_BUILTINS`; ``getattr`` and its kin only called, with a name the
   source spells out (a string literal, or a loop over a tuple of them), or on ``self`` with a
-  name that starts with a public literal (``f"W_{kind}"``).
+  name that starts with a public literal (``f"W_{kind}"``); ``type`` only as ``type(x)``, and an
+  object's class only named, compared or tested (a class's class makes classes with any dunder);
+- no dunder name in a string or as a keyword (a class's namespace, ``dict(__del__=...)``), and
+  ``sys.stdout``/``sys.stderr`` only written to.
 
 One rule is a denylist, because any object may carry the attributes: frames, code, raw memory
-and compilers (:data:`INTERPRETER_ATTRIBUTES`). The tables are checked against the installed
-torch and standard library by ``tests/test_internals.py``, which also lists what this scan does
-not see (``NOT_CAUGHT``): static analysis of Python is not airtight.
+and files, compilers and tensors of another class (:data:`INTERPRETER_ATTRIBUTES`). The tables are
+checked against the installed torch and standard library, and under each Python the README names,
+by ``tests/test_internals.py``, which also lists what this scan does not see (``NOT_CAUGHT``):
+static analysis of Python is not airtight.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import types
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch.nn  # its own submodules are read from it (the judge has torch loaded already)
 
 
 @dataclass(frozen=True, order=True)
@@ -74,12 +77,12 @@ class Library:
 # torch's public names that are not the tensor library but its machinery. Every module torch
 # holds (its internals live in them: torch.utils._python_dispatch, torch.library, torch.ops,
 # and torch.sys, torch.ctypes, torch.builtins, torch.importlib are the standard library's), but
-# the few of LIBRARIES.
+# the few of LIBRARIES; named here, as some are loaded only on first use (torch.onnx).
 TORCH_SUBMODULES_DENIED = frozenset({
     "accelerator", "amp", "ao", "builtins", "classes", "compiler", "cpp", "cpu",
     "ctypes", "distributed", "distributions", "export", "func", "functional", "functools", "futures", "fx",
     "glob", "hub", "importlib", "inspect", "jit", "library", "masked", "math", "monitor", "mps", "mtia",
-    "multiprocessing", "nested", "ops", "optim", "os", "overrides", "package", "platform", "profiler",
+    "multiprocessing", "nested", "onnx", "ops", "optim", "os", "overrides", "package", "platform", "profiler",
     "quantization", "quasirandom", "random", "return_types", "serialization", "signal", "sparse", "storage",
     "sys", "testing", "textwrap", "threading", "torch", "torch_version", "types", "utils", "version",
     "warnings", "windows", "xpu",
@@ -121,54 +124,64 @@ TORCH_INTERNALS = TORCH_SUBMODULES_DENIED | frozenset({
     "merge_type_from_type_comment", "unify_type_list",
 })
 
+def _library(name: str, submodules: Iterable[str] = (), denied: Iterable[str] = (),
+             only: Iterable[str] | None = None) -> Library:
+    """What a submission may use of module ``name``: besides what is ``denied``, every attribute of it
+    that is a module (but the ``submodules``) or a metaclass (called with a name, bases and a
+    namespace, it makes a class with any dunder method). Read from this Python's module: which
+    modules it holds differs by version (``typing.copyreg`` from 3.12, ``collections.abc.sys`` from
+    3.13, ``dataclasses.builtins`` before 3.12)."""
+    held = vars(importlib.import_module(name))
+    derived = {attribute for attribute, value in held.items() if attribute[:1] != "_"
+               and (isinstance(value, types.ModuleType) or (isinstance(value, type) and issubclass(value, type)))}
+    return Library(submodules=frozenset(submodules), denied=frozenset(denied) | frozenset(derived - set(submodules)),
+                   only=None if only is None else frozenset(only))
+
+
 # The modules a submission may import, and what it may use of each. Anything else a lab needs
 # (numpy, os, inspect, importlib, gc, ctypes, operator ...) reaches further than a lab module
 # should; a module's attributes that are modules are denied unless they are allowed modules.
 LIBRARIES: Mapping[str, Library] = {
-    "torch": Library(submodules=frozenset({"nn", "linalg", "special", "fft", "cuda", "autograd", "backends"}),
-                     denied=TORCH_INTERNALS),
+    "torch": _library("torch", submodules={"nn", "linalg", "special", "fft", "cuda", "autograd", "backends"},
+                      denied=TORCH_INTERNALS),
     # Device boilerplate: whether a backend is there, nothing else of them.
-    "torch.backends": Library(submodules=frozenset({"mps", "cuda"}), only=frozenset()),
-    "torch.backends.mps": Library(only=frozenset({"is_available", "is_built"})),
-    "torch.backends.cuda": Library(only=frozenset({"is_built"})),
+    "torch.backends": _library("torch.backends", submodules={"mps", "cuda"}, only=()),
+    "torch.backends.mps": _library("torch.backends.mps", only={"is_available", "is_built"}),
+    "torch.backends.cuda": _library("torch.backends.cuda", only={"is_built"}),
     # A custom autograd function is a lesson of its own, not a way in: its class and the gradient calls only.
-    "torch.autograd": Library(only=frozenset({"Function", "grad", "backward"})),
-    "torch.nn": Library(submodules=frozenset({"functional", "init", "parameter"}), denied=frozenset(
-        name for name, value in vars(torch.nn).items() if isinstance(value, types.ModuleType) and name[0] != "_") - {
-        "functional", "init", "parameter"}),
-    "torch.nn.parameter": Library(only=frozenset({"Parameter", "Buffer", "UninitializedParameter"})),
-    "torch.nn.functional": Library(denied=frozenset({
-        "dataclasses", "grad", "importlib", "math", "np", "torch", "warnings",
-        # torch.overrides' entry points into the dispatch of __torch_function__
-        "handle_torch_function", "has_torch_function", "has_torch_function_unary",
-        "has_torch_function_variadic"})),
-    "torch.nn.init": Library(denied=frozenset({"math", "torch", "warnings"})),
-    "torch.linalg": Library(),
-    "torch.special": Library(denied=frozenset({"torch"})),
-    "torch.fft": Library(denied=frozenset({"torch"})),
-    "torch.cuda": Library(only=frozenset({
+    "torch.autograd": _library("torch.autograd", only={"Function", "grad", "backward"}),
+    "torch.nn": _library("torch.nn", submodules={"functional", "init", "parameter"}),
+    "torch.nn.parameter": _library("torch.nn.parameter", only={"Parameter", "Buffer", "UninitializedParameter"}),
+    # torch.overrides' entry points into the dispatch of __torch_function__
+    "torch.nn.functional": _library("torch.nn.functional", denied={
+        "handle_torch_function", "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic"}),
+    "torch.nn.init": _library("torch.nn.init"),
+    "torch.linalg": _library("torch.linalg"),
+    "torch.special": _library("torch.special"),
+    "torch.fft": _library("torch.fft"),
+    "torch.cuda": _library("torch.cuda", only={
         "is_available", "device_count", "current_device", "get_device_name", "manual_seed", "manual_seed_all",
-        "synchronize", "empty_cache", "is_bf16_supported"})),
-    "math": Library(),
-    "__future__": Library(),
+        "synchronize", "empty_cache", "is_bf16_supported"}),
+    "math": _library("math"),
+    "__future__": _library("__future__"),
     # get_type_hints and singledispatch's register evaluate annotations written as strings
-    "typing": Library(denied=frozenset({
-        "collections", "contextlib", "functools", "operator", "stdlib_re", "sys", "types", "warnings",
-        "get_type_hints", "ForwardRef"})),
-    "dataclasses": Library(denied=frozenset({
-        "abc", "builtins", "copy", "functools", "inspect", "itertools", "keyword", "re", "sys", "types"})),
-    "functools": Library(denied=frozenset({"singledispatch", "singledispatchmethod"})),
-    "itertools": Library(),
-    "collections": Library(submodules=frozenset({"abc"})),
-    "collections.abc": Library(),
-    "numbers": Library(),
-    "abc": Library(),
-    "enum": Library(denied=frozenset({"bltns", "sys"})),
-    "warnings": Library(denied=frozenset({"sys"})),
-    "time": Library(),
-    "random": Library(),
-    "copy": Library(only=frozenset({"copy", "deepcopy"})),
-    "sys": Library(only=frozenset({"stdout", "stderr", "float_info", "maxsize", "version_info", "exit"})),
+    "typing": _library("typing", denied={"get_type_hints", "ForwardRef"}),
+    # make_dataclass makes a class with any namespace
+    "dataclasses": _library("dataclasses", denied={"make_dataclass"}),
+    "functools": _library("functools", denied={"singledispatch", "singledispatchmethod"}),
+    "itertools": _library("itertools"),
+    "collections": _library("collections", submodules={"abc"}),
+    "collections.abc": _library("collections.abc"),
+    "numbers": _library("numbers"),
+    "abc": _library("abc"),
+    "enum": _library("enum"),
+    # A warning's record and its formatting name the file that warned: the worker's staging path.
+    "warnings": _library("warnings", only={"warn", "simplefilter", "filterwarnings", "resetwarnings"}),
+    "time": _library("time"),
+    "random": _library("random"),
+    "copy": _library("copy", only={"copy", "deepcopy"}),
+    # the standard streams are only written to (sys.stdout.buffer.raw is a file opened by the grader)
+    "sys": _library("sys", only={"stdout", "stderr", "float_info", "maxsize", "version_info", "exit"}),
 }
 
 # Attributes any object may have that lead to the interpreter's frames and code, to memory and
@@ -191,7 +204,11 @@ INTERPRETER_ATTRIBUTES: Mapping[str, str] = {
     # the judge's sight. No lab reads storages.
     **{name: "a tensor's raw storage" for name in ("storage", "untyped_storage", "typed_storage")},
     "from_file": "opens a file",
+    "raw": "a raw file below Python's text streams",  # type(sys.stdout.buffer.raw) is io.FileIO: open
+    "FileIO": "a raw file below Python's text streams",
     "compile": "compiles code out of the grader's sight",  # nn.Module.compile is torch.compile
+    # A tensor of another class: its own __torch_dispatch__ would run the library's calls under no ban.
+    "as_subclass": "makes a tensor of another class, whose own handlers could run the library under no ban",
 }
 
 ALLOWED_BUILTINS = frozenset({
@@ -226,6 +243,8 @@ READABLE_DUNDER_ATTRIBUTES = frozenset({"__init__", "__name__", "__qualname__", 
 # Calls that give an nn.Module an attribute named by a string: they make a private name the
 # student's own as ``self._name = ...`` does.
 _REGISTERS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
+# Built-ins that read an object's class without leading anywhere from it.
+_CLASS_READERS = frozenset({"isinstance", "issubclass", "print", "str", "repr"})
 _RECEIVERS = frozenset({"self", "cls"})
 
 
@@ -584,10 +603,18 @@ class _Facts:
                 self._attribute(node.value, node.attr, not isinstance(node.ctx, ast.Load), line)
                 if isinstance(node.ctx, ast.Load):
                     self._module_as_value(node, parent, scope, line)
+                    self._stream(node, parent, line)
+                    if node.attr == "__class__":
+                        self._class_kept(node, parent, line)
             elif isinstance(node, ast.Name):
                 self._name(node, parent, scope, line)
             elif isinstance(node, ast.Call):
                 self._call(node, scope, line)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _is_dunder(node.value):
+                if node.value != "__main__" and not _is_docstring(parent):
+                    self._found(line, f"spells a dunder name in a string ({node.value!r})")
+            elif isinstance(node, ast.keyword) and node.arg and _is_dunder(node.arg):
+                self._found(line, f"passes `{node.arg}` as a keyword")
             elif isinstance(node, ast.MatchClass):
                 for attribute in node.kwd_attrs:  # case C(attr=...) reads attr
                     self._attribute(None, attribute, False, line)
@@ -700,9 +727,11 @@ class _Facts:
                 self._found(line, f"uses `{name}`")
             return
         self._module_as_value(node, parent, scope, line)
-        if name not in _BUILTIN_NAMES or name in ALLOWED_BUILTINS or name in self.aliases:
+        if name not in _BUILTIN_NAMES or name in self.aliases or self._function_local(name, scope):
             return
-        if self._function_local(name, scope):
+        if name == "type":
+            self._type(node, parent, line)
+        if name in ALLOWED_BUILTINS:
             return
         called = isinstance(parent, ast.Call) and parent.func is node
         if name in NAMED_LOOKUPS:
@@ -713,13 +742,44 @@ class _Facts:
 
     def _call(self, node: ast.Call, scope: ast.AST, line: int) -> None:
         function = node.func
-        if isinstance(function, ast.Name) and not self._function_local(function.id, scope):
-            if function.id in NAMED_LOOKUPS:
-                self._named_lookup(node, function.id, line)
-            elif function.id == "type" and len(node.args) == 3:
-                self._found(line, "creates a class with type(name, bases, namespace)")
+        if isinstance(function, ast.Name) and function.id in NAMED_LOOKUPS and not self._function_local(function.id, scope):
+            self._named_lookup(node, function.id, line)
         elif isinstance(function, ast.Attribute) and function.attr == "type" and node.args and _stringy(node.args[0]):
             self._found(line, "calls .type() with a name in a string (that imports the name)")
+
+    def _type(self, node: ast.Name, parent: ast.AST | None, line: int) -> None:
+        """The built-in ``type``: only ``type(x)``, whose class is only named or compared. Called with a
+        name, bases and a namespace it makes a class with any dunder method (``__torch_dispatch__``,
+        ``__del__``), and so does the class of a class (``type(type(x))``, ``type(x).mro()[0]``)."""
+        call = isinstance(parent, ast.Call) and parent.func is node
+        if not call:
+            self._found(line, "uses the built-in `type` as a value (called, it makes classes)")
+        elif len(parent.args) != 1 or isinstance(parent.args[0], ast.Starred) or parent.keywords:
+            self._found(line, "creates a class with type (called with other than one argument)")
+        else:
+            self._class_kept(parent, self.parent[id(parent)], line)
+
+    def _class_kept(self, node: ast.AST, parent: ast.AST | None, line: int) -> None:
+        """``node`` gives an object's class (``type(x)``, ``x.__class__``): it may be named, compared,
+        formatted or tested against, nothing more (called, or through its methods, it leads to
+        ``type`` itself, which makes classes)."""
+        named = (isinstance(parent, ast.Attribute) and parent.value is node and isinstance(parent.ctx, ast.Load)
+                 and parent.attr in ("__name__", "__qualname__"))
+        tested = (isinstance(parent, ast.Call) and node in parent.args and isinstance(parent.func, ast.Name)
+                  and parent.func.id in _CLASS_READERS)
+        if not (named or tested or isinstance(parent, (ast.Compare, ast.FormattedValue))):
+            self._found(line, "uses an object's class beyond its name (a class's class makes classes)")
+
+    def _stream(self, node: ast.Attribute, parent: ast.AST | None, line: int) -> None:
+        """``sys.stdout`` and ``sys.stderr`` are only written to (``print(..., file=sys.stderr)``,
+        ``sys.stdout.write``): below them lie the raw files the grader opened."""
+        if node.attr not in ("stdout", "stderr") or not any(t.name == "sys" for t in self._resolve(node.value)):
+            return
+        printed = isinstance(parent, ast.keyword) and parent.arg == "file"
+        written = (isinstance(parent, ast.Attribute) and parent.attr in ("write", "flush")
+                   and isinstance(self.parent[id(parent)], ast.Call) and self.parent[id(parent)].func is parent)
+        if not (printed or written):
+            self._found(line, f"uses sys.{node.attr} other than to write to it (below it lies a raw file)")
 
     def _named_lookup(self, node: ast.Call, function: str, line: int) -> None:
         """``getattr(obj, name)`` and its kin: judged as ``obj.name`` for every name the source
@@ -735,6 +795,11 @@ class _Facts:
             return
         for name in sorted(names):
             self._attribute(arguments[0], name, function in ("setattr", "delattr"), line)
+
+
+def _is_docstring(parent: ast.AST | None) -> bool:
+    """Whether a string constant whose parent is ``parent`` stands alone as a statement: a docstring."""
+    return isinstance(parent, ast.Expr)
 
 
 def _bound_names(node: ast.AST) -> Iterator[str]:

@@ -203,7 +203,7 @@ def student(request):
     # many names its code claims (the judge charges what it called: remote.Handle).
     proxy = RemoteCode(root, timeout=limits.call_timeout, confined=confined(config), budget=limits.module_budget,
                        total_budget=limits.module_budget * len(lab.modules), reaches=tuple(reaches),
-                       loads=submission_loads(Path(root), lab.modules) if reaches else None)
+                       loads=submission_loads(Path(root), lab.modules))
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
