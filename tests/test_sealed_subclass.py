@@ -71,6 +71,34 @@ def layer_norm(x, weight, bias, eps=1e-5):
     by_hand = (x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=False) + eps)
     return (normalised + by_hand - by_hand.detach()) * weight + bias
 """
+# Red team (helper-6): an enum's functional API makes a class with a handler under a computed name (the scan
+# cannot see it), hidden in a list subclass (which the worker's own walk did not open; torch's does); the
+# handler runs the library's rms_norm, bound at import before any ban, on the centred input.
+ENUM_IN_A_LIST_LAYER_NORM = """
+import enum
+from torch import rms_norm as _rms
+
+_box = {}
+
+
+def _take_over(cls, func, types, args=(), kwargs=None):
+    x, weight, bias, eps = _box["in"]
+    _box["out"] = _rms(x - x.mean(dim=-1, keepdim=True), (x.shape[-1],), weight, eps) + bias
+    return torch.zeros(1)
+
+
+_Helper = enum.Enum("_Helper", {"_" * 2 + "torch_function" + "_" * 2: classmethod(_take_over), "ONE": 1})
+
+
+class _Bag(list):
+    pass
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    _box["in"] = (x, weight, bias, eps)
+    torch.cat(_Bag([_Helper.ONE]))
+    return _box.pop("out")
+"""
 # The same door gives a class any dunder: here one that runs when the class is subclassed.
 DUNDER_DOOR = """
 
@@ -112,7 +140,8 @@ def normalize_sum(scores, dim=-1):
 def attackers(lab) -> dict[str, dict[str, str]]:
     if lab is TRANSFORMER:
         layernorm = (TRANSFORMER.reference / "layernorm.py").read_text()
-        return {"a_plain": {"layernorm": layernorm + PLAIN_LAYER_NORM},
+        return {"a_enum_in_a_list": {"layernorm": layernorm + ENUM_IN_A_LIST_LAYER_NORM},
+                "a_plain": {"layernorm": layernorm + PLAIN_LAYER_NORM},
                 "a_subclass": {"layernorm": layernorm + SUBCLASS_LAYER_NORM}}
     softmax = (LAB.reference / "softmax.py").read_text()
     without_normalize_sum = softmax.replace("def normalize_sum(", "def _normalize_sum(")
@@ -142,6 +171,12 @@ def test_a_subclass_lifter_earns_no_more_than_the_library_used_plainly(attacked,
     assert plain < lab.part(part).weight, table["a_plain"]  # the ban holds on plain use
     assert lifter <= plain, (table["a_subclass"], table["a_plain"])
     assert f"reaches into internals (could lift a ban): {part}.py line" in flagged_cells(out, lab)["a_subclass"]
+
+
+def test_a_handler_the_scan_cannot_see_earns_no_more_than_the_library_used_plainly(attacked):
+    """By construction: the worker refuses any type torch found a handler on, wherever it hid it."""
+    table = grades_table(attacked(TRANSFORMER) / TRANSFORMER.name)
+    assert float(table["a_enum_in_a_list"]["layernorm"]) <= float(table["a_plain"]["layernorm"]), table
 
 
 @pytest.mark.parametrize("student", ["a_dunder", "a_raw_file", "a_warning_record"])

@@ -114,9 +114,17 @@ _OWN_DICT = type(type.__dict__["__dict__"])
 _WRITTEN_IN_PYTHON = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 
 
-def refuse_own_handlers(args, kwargs) -> None:
-    """Raise :class:`Forbidden` if a call's arguments (inside lists, tuples and dicts too) carry a
-    handler of their own (see :data:`HANDLERS`)."""
+LIBRARY_TENSOR_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})
+
+
+def refuse_own_handlers(types, args, kwargs) -> None:
+    """Raise :class:`Forbidden` if a call's arguments carry a handler of their own (see :data:`HANDLERS`):
+    among the types torch itself found with one (``types``: it looks inside list subclasses too, which the
+    walk below does not), or inside lists, tuples and dicts."""
+    stranger = next((kind for kind in types if kind not in LIBRARY_TENSOR_TYPES), None)
+    if stranger is not None:
+        raise Forbidden(f"a {_name(stranger)} was given to PyTorch, and its handler could take the call over from "
+                        "the library, out of this exercise's rules: give it plain tensors")
     pending = [args, kwargs]
     while pending:
         value = pending.pop()
@@ -169,7 +177,7 @@ class ForbiddenOperators(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        refuse_own_handlers(args, kwargs)
+        refuse_own_handlers(types, args, kwargs)
         name = str(func.overloadpacket)
         if name in self.names:
             raise Forbidden(f"PyTorch's operator {name} is not available in this exercise, by any name: "
@@ -188,7 +196,7 @@ class ForbiddenFunctions(TorchFunctionMode):
         self.functions = functions  # the library's original function -> its forbidden name
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        refuse_own_handlers(args, kwargs)
+        refuse_own_handlers(types, args, kwargs)
         name = self.functions.get(func)
         if name is not None:
             raise Forbidden(f"{name} is not available in this exercise: write it yourself")
