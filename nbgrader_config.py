@@ -1,5 +1,9 @@
 """nbgrader configuration: the repository root is the course directory."""
 
+import importlib.util
+import sys
+from pathlib import Path
+
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
 c.CourseDirectory.course_id = "attention-lab"
@@ -33,3 +37,17 @@ c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
 # release refuses a notebook with an automatically graded cell), so autograde here executes nothing:
 # it copies and sanitizes the notebooks and records the written answers for the formgrader.
 c.Execute.enabled = False
+
+# nbgrader's formgrader shows a student's Markdown as written: its raw HTML, scripts and `javascript:`
+# links run in the instructor's Jupyter session. Autograde's last step shows every Markdown or raw cell a
+# student wrote as its text in a code block (autograder/platforms/inert_answers.py). nbgrader runs in the
+# course folder, the kit's root, without it on sys.path; the kit's own processes import it already.
+if importlib.util.find_spec("autograder") is None:
+    sys.path.append(str(Path(__file__).resolve().parent))
+# nbgrader's own steps, spelled out: it reads this file twice, so an .append() would add the step twice.
+c.Autograde.autograde_preprocessors = [
+    "nbgrader.preprocessors.Execute", "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata", "autograder.platforms.inert_answers.InertStudentCells",
+]

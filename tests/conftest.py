@@ -61,6 +61,25 @@ def read_notebook(path: Path):
     return nbformat.read(path, as_version=4)
 
 
+def nbgrader_course(folder: Path, lab: Lab = LAB) -> Path:
+    """An nbgrader course in ``folder``: the kit's nbgrader_config.py, ``lab``'s source and released
+    notebook, and the kit's code beside the config, where it finds it (in the kit, its root)."""
+    folder.mkdir(parents=True)
+    shutil.copy(KIT / "nbgrader_config.py", folder / "nbgrader_config.py")
+    (folder / "autograder").symlink_to(KIT / "autograder")
+    shutil.copytree(lab.source, folder / "source" / lab.name)
+    (folder / "assignments" / lab.name).mkdir(parents=True)
+    shutil.copy(lab.release / f"{lab.notebook}.ipynb", folder / "assignments" / lab.name)
+    return folder
+
+
+def run_in_course(course: Path, *command: str) -> None:
+    """``command``, a tool of this venv (nbgrader: it runs ``alembic``), run in ``course`` (its configuration)."""
+    bin_dir = Path(sys.executable).parent
+    subprocess.run([str(bin_dir / command[0]), *command[1:]], cwd=course, check=True, capture_output=True, timeout=900,
+                   env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+
+
 def executed_notebook(path: Path):
     """The notebook at ``path`` run top to bottom in a real Jupyter kernel (nbclient), in its folder."""
     from nbclient import NotebookClient

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMO, KIT
+from conftest import DEMO, KIT, nbgrader_course, run_in_course
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -103,10 +103,7 @@ def test_written_answers_procedure_runs_no_students_notebook_code(tmp_path):
     """The README's procedure: make grade NBGRADER=1, then nbgrader autograde in the course (its
     nbgrader_config.py) for the formgrader. mallory's notebook holds a cell that rewrites the
     gradebook: it never runs, ada keeps her points, and the notebooks are ready for the formgrader."""
-    course = tmp_path / "course"
-    course.mkdir()
-    shutil.copy(KIT / "nbgrader_config.py", course / "nbgrader_config.py")
-    shutil.copytree(KIT / "source" / "attention", course / "source" / "attention")
+    course = nbgrader_course(tmp_path / "course")
     db_url, mark = f"sqlite:///{course / 'gradebook.db'}", tmp_path / "the cell ran"
     notebook = json.loads((KIT / "assignments" / "attention" / "attention_lab.ipynb").read_text())
     for student in ("ada", "mallory"):
@@ -116,10 +113,7 @@ def test_written_answers_procedure_runs_no_students_notebook_code(tmp_path):
                                          "source": REWRITER.format(db_url=db_url, mark=str(mark))})
         (folder / "attention_lab.ipynb").write_text(json.dumps(notebook))
     grade_into_gradebook(course / "submitted", tmp_path / "grades", db_url, labs=("attention",))
-    bin_dir = Path(sys.executable).parent
-    subprocess.run([str(bin_dir / "nbgrader"), "autograde", "attention", f"--CourseDirectory.db_url={db_url}"],
-                   cwd=course, check=True, capture_output=True, timeout=900,
-                   env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    run_in_course(course, "nbgrader", "autograde", "attention", f"--CourseDirectory.db_url={db_url}")
     assert not mark.exists()
     exported = nbgrader_export(db_url, tmp_path)
     assert float(exported["attention", "ada"]["score"]) == 100 == float(exported["attention", "mallory"]["score"])
