@@ -10,7 +10,7 @@ its pages from the same notebooks. A raw cell is bleached there, but keeps its `
 Only the text of cells the instructor wrote renders as before: the gradebook's cells of the notebook
 (a locked one's text is the gradebook's already: nbgrader's OverwriteCells restored it) and the cells of
 the released notebook, each matched character for character. Running last, after SaveAutoGrades, leaves
-nbgrader's scoring alone: an unchanged answer (its checksum that of the release) still scores 0 unread.
+nbgrader's scoring alone: an unchanged answer (its checksum that of the release) still gets 0, unread.
 """
 
 from __future__ import annotations
