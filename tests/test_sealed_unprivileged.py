@@ -20,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,7 @@ def causal_mask(num_tokens):
 
 def blocked_for(user: pwd.struct_passwd, *targets: Path) -> list[Path]:
     """The folders on the way to ``targets`` that ``user`` cannot pass through (root's home, where pyenv
-    puts Python on this machine and CI's; pytest's temporary folders)."""
+    puts Python on this machine and CI's)."""
     blocked = []
     for target in targets:
         for folder in reversed(target.parents):
@@ -111,10 +112,11 @@ def blocked_for(user: pwd.struct_passwd, *targets: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def instructor(tmp_path_factory):
+def instructor():
     """An unprivileged user with a home holding an SSH key: the instructor. As root, a user made for
-    this module (the folders on the way to the kit's Python get search permission for others while
-    it runs, restored after); without root, the user running the tests."""
+    this module, its home in the system's temporary folder (not pytest's, which any other pytest session
+    starting makes private again); the folders on the way to the kit's Python get search permission for
+    others while it runs, restored after. Without root, the user running the tests."""
     if os.getuid() != 0:
         user = pwd.getpwuid(os.getuid())
         yield user, Path(user.pw_dir), []
@@ -122,11 +124,11 @@ def instructor(tmp_path_factory):
     if shutil.which("useradd") is None:
         pytest.skip("no useradd on this machine: the unprivileged cases need a user of their own")
     name = f"ag-instructor-{os.getpid()}"
-    home = tmp_path_factory.mktemp("instructor-home") / name
+    home = Path(tempfile.mkdtemp(prefix="ag-instructor-home-")) / name
+    home.parent.chmod(0o755)
     subprocess.run(["useradd", "--no-user-group", "--gid", "nogroup", "--home-dir", str(home), "--create-home",
                     "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
     user = pwd.getpwnam(name)
-    home.parent.chmod(0o755)
     opened = blocked_for(user, Path(sys.executable).resolve(), KIT, home)
     modes = {folder: folder.stat().st_mode for folder in opened}
     try:
@@ -139,6 +141,7 @@ def instructor(tmp_path_factory):
         # What the unconfined run's attacker left running (its own user: nothing else is killed).
         subprocess.run(["pkill", "-KILL", "-u", str(user.pw_uid)], check=False, capture_output=True)
         subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
+        shutil.rmtree(home.parent, ignore_errors=True)
 
 
 def as_instructor(user, home: Path, command: list[str], seccomp_refuses: tuple[str, ...] = ()):
