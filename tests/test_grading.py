@@ -213,7 +213,7 @@ def test_wrong_module_fails_the_checks_that_catch_it(wrong_modules_graded, lab, 
 # a module failing the check for that cause, one failing it for another). A causality check names no part
 # of the layer: a decoder whose cross-attention is wrong looks ahead too.
 CAUSE_LABELS = [
-    ("transformer", "feedforward", "test_feedforward_dropout_only_in_training", "(dropout must be off",
+    ("transformer", "feedforward", "test_feedforward_dropout_only_in_training", "zeroed at random",
      "dropout_in_eval_mode", "gelu"),
     ("attention", "heads", "test_mha_shorter_input_than_context", "(cut the mask", "cut_from_the_right", "scale_by_d_out"),
     ("attention", "scores", "test_loop_and_matrix_scores_agree", "attention_scores_loop(x)", "loop_misses_last_token",
