@@ -200,11 +200,53 @@ def test_wrong_module_fails_the_checks_that_catch_it(wrong_modules_graded, lab, 
     checks = [c for c in results["checks"] if c["part"] == part]  # the parts built on it: the test above
     named = {mistake_id for c in checks for mistake_id in c.get("diagnoses", [])}
     assert not named & set(entry.get("not_diagnosed", [])), named
-    if known_mistake(part, mistake, lab):
-        # Every check failed on values is diagnosed, with this mistake among the matches (one the
-        # student's code raised in names no mistake: an exception alone says nothing).
+    # A known mistake, or a module written by hand that answers as one (`diagnosed_as`): every check failed on
+    # values is diagnosed as that mistake (one the student's code raised in names no mistake: an exception
+    # alone says nothing).
+    named_as = entry.get("diagnosed_as", mistake if known_mistake(part, mistake, lab) else None)
+    if named_as:
         diagnosed = {c["name"]: set(c["diagnoses"]) for c in checks if not c["passed"] and c["failure"]["kind"] == "wrong"}
-        assert {check for check, ids in diagnosed.items() if f"{part}.{mistake}" not in ids} == set(), diagnosed
+        assert {check for check, ids in diagnosed.items() if f"{part}.{named_as}" not in ids} == set(), diagnosed
+
+
+# A label that names a cause appears only where that cause is what differs: (lab, part, check, the label,
+# a module failing the check for that cause, one failing it for another). A causality check names no part
+# of the layer: a decoder whose cross-attention is wrong looks ahead too.
+CAUSE_LABELS = [
+    ("transformer", "feedforward", "test_feedforward_dropout_only_in_training", "zeroed at random",
+     "dropout_in_eval_mode", "gelu"),
+    ("attention", "heads", "test_mha_shorter_input_than_context", "(cut the mask", "cut_from_the_right", "scale_by_d_out"),
+    ("attention", "scores", "test_loop_and_matrix_scores_agree", "attention_scores_loop(x)", "loop_misses_last_token",
+     "transposed_product"),
+    ("attention", "scores", "test_loop_and_matrix_scores_agree", "attention_scores(x)", "transposed_product",
+     "loop_misses_last_token"),
+    ("transformer", "decoder", "test_decoder_is_causal", "self-attention", None, "document_cross_attention"),
+]
+
+
+@pytest.mark.parametrize("lab, part, check, label, caused, otherwise", CAUSE_LABELS)
+def test_a_label_names_a_cause_only_where_it_differs(wrong_modules_graded, lab, part, check, label, caused, otherwise):
+    for mistake, shown in ((caused, True), (otherwise, False)):
+        if mistake:
+            message = failed_in(wrong_modules_graded[lab, part, mistake], part)[check]
+            assert (label in message) == shown, (mistake, message)
+
+
+def test_a_feed_forward_that_acts_per_token_passes_the_per_token_check(wrong_modules_graded):
+    """A wrong activation (or none, or one after linear2) still treats every token alone: only the checks on
+    values fail, and the activation is named."""
+    for mistake in ("gelu", "no_activation", "relu_after_second_linear"):
+        assert "test_feedforward_acts_on_each_token_alone" not in failed_in(
+            wrong_modules_graded["transformer", "feedforward", mistake], "feedforward"), mistake
+    gelu = wrong_modules_graded["transformer", "feedforward", "gelu"]["parts"]["feedforward"]
+    assert [m["id"] for m in gelu["misconceptions"]] == ["feedforward.gelu"]
+
+
+def test_a_tril_mask_is_told_it_is_the_complement(wrong_modules_graded):
+    """Its first failing call, causal_mask(1), answers as diagonal=0 does; the part's other failed checks
+    contradict diagonal=0, so the top of the feedback and the class report name the complement alone."""
+    masking = wrong_modules_graded["attention", "masking", "tril_hides_past"]["parts"]["masking"]
+    assert [m["id"] for m in masking["misconceptions"]] == ["masking.complement"]
 
 
 # Lab 1's docstrings allow PyTorch's fused attention in CausalAttention and MultiHeadAttention: the
@@ -268,14 +310,37 @@ def test_answers_like_the_reference_are_never_diagnosed(tmp_path):
         calls = reference.end_check().calls
         assert len(calls) == 3
         for part in ("dropout", "masking"):
-            assert diagnoser.diagnose(part, calls) == []
+            assert diagnoser.diagnose(part, [calls]) == [[]]
         # The same calls answered as a known mistake would answer them are diagnosed.
         mutant = diagnoser.runner("dropout.no_rescaling", known_mistake("dropout", "no_rescaling"))
         mutant.begin_check()
         mutant.dropout.dropout(torch.ones(3, 4), 0.5, keep_mask=torch.ones(3, 4, dtype=torch.bool))
-        assert [m.id for m in diagnoser.diagnose("dropout", mutant.end_check().calls)] == ["dropout.no_rescaling"]
+        assert ids(diagnoser.diagnose("dropout", [mutant.end_check().calls])) == [["dropout.no_rescaling"]]
     finally:
         reference.close()
+        diagnoser.close()
+
+
+def ids(diagnoses: list[list]) -> list[list[str]]:
+    return [[m.id for m in mistakes] for mistakes in diagnoses]
+
+
+def test_a_mistake_is_named_on_calls_that_tell_the_known_mistakes_apart():
+    """causal_mask(1) answered [[True]] is both the complement's answer and diagonal=0's: alone, it names
+    neither. With the part's other failed check, causal_mask(6) answered as the complement, diagonal=0 is
+    contradicted and the complement is named on both."""
+    diagnoser = Diagnoser(KNOWN_MISTAKES[LAB.name], SOLUTIONS, confined=False)
+    try:
+        complement = diagnoser.runner("masking.complement", known_mistake("masking", "complement"))
+        checks = []
+        for size in (1, 6):
+            complement.begin_check()
+            complement.masking.causal_mask(size)
+            checks.append(complement.end_check().calls)
+        one, six = checks
+        assert ids(diagnoser.diagnose("masking", [one])) == [[]]
+        assert ids(diagnoser.diagnose("masking", [one, six])) == [["masking.complement"]] * 2
+    finally:
         diagnoser.close()
 
 
@@ -303,15 +368,15 @@ def test_a_lane_works_each_diagnosis_out_once_and_keeps_none_a_failed_worker_spo
             calls[name] = worker.end_check().calls
         with monkeypatch.context() as failing:
             failing.setattr(diagnoser, "runner", lambda *_: CrashingWorker())
-            assert diagnoser.diagnose("dropout", calls["dropout.no_rescaling"]) == []
-        assert [m.id for m in diagnoser.diagnose("dropout", calls["dropout.no_rescaling"])] == ["dropout.no_rescaling"]
+            assert diagnoser.diagnose("dropout", [calls["dropout.no_rescaling"]]) == [[]]
+        assert ids(diagnoser.diagnose("dropout", [calls["dropout.no_rescaling"]])) == [["dropout.no_rescaling"]]
         # The same request answered as the reference answers it is another case than the one worked out above.
         assert calls["reference"][0].frame == calls["dropout.no_rescaling"][0].frame
-        assert diagnoser.diagnose("dropout", calls["reference"]) == []
+        assert diagnoser.diagnose("dropout", [calls["reference"]]) == [[]]
         # Another student's same answers: the same diagnosis, without asking a worker again.
         monkeypatch.setattr(diagnoser, "runner", lambda *_: pytest.fail("the mutants were asked again"))
-        assert [m.id for m in diagnoser.diagnose("dropout", calls["dropout.no_rescaling"])] == ["dropout.no_rescaling"]
-        assert diagnoser.diagnose("dropout", calls["reference"]) == []
+        assert ids(diagnoser.diagnose("dropout", [calls["dropout.no_rescaling"]])) == [["dropout.no_rescaling"]]
+        assert diagnoser.diagnose("dropout", [calls["reference"]]) == [[]]
     finally:
         diagnoser.close()
 

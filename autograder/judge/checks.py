@@ -208,6 +208,17 @@ def load_weights(handle, state: dict, what: str) -> None:
     handle.load_state_dict(state)
 
 
+def in_eval_mode(what: str, first, again) -> str:
+    """The label of a check on ``first``, a module's answer in eval mode, given ``again``, its answer to the
+    same call made after another random seed (a worker seeds every call: the same seed draws the same zeros):
+    random zeroing is named as the cause only when the two differ; a module that answers alike whatever the
+    seed is wrong, if it is, for another reason."""
+    random = isinstance(first, torch.Tensor) and isinstance(again, torch.Tensor) and not (
+        first.shape == again.shape and bool(torch.allclose(first, again, rtol=0.0, atol=0.0, equal_nan=True)))
+    return f"{what} in eval mode" + (" (nothing may be zeroed at random in eval mode: called after another random "
+                                     "seed, it answered otherwise)" if random else "")
+
+
 def expect_reused(sub, own, inputs: tuple, what: str) -> None:
     """``sub``, a submodule of the student's layer (:meth:`Handle.submodule`), computes what ``own``
     does: the lab's module it claims to be, built by the judge's own call, given ``sub``'s weights.

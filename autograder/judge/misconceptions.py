@@ -5,10 +5,13 @@ known wrong versions ("mutants") of the reference solution, each as edits of the
 module with a title and a hint about the concept. When a check fails, the judge replays the
 exact requests the check sent to the student's worker on a worker running each mutant of the
 check's part; a mutant that answers every request as the student's code did (same shapes,
-values within a tolerance, same exception types) names the mistake. Checks are not written
-with misconceptions in mind: any failing check that called student code can be diagnosed. A
-lane works each diagnosis out once for the same calls and answers (another student's same
-mistake is told without asking the mutants again).
+values within a tolerance, same exception types) matches that check. A mistake is named only on
+enough evidence: the part's failed checks taken together (a first failing call such as
+``causal_mask(1)``, where a 1x1 ``tril`` and ``triu(diagonal=0)`` agree, cannot tell mistakes apart), so
+a mutant that any failed check of the part contradicts is not named, nor are two that answer all of
+them alike. Checks are not written with misconceptions in mind: any failing check that called
+student code can be diagnosed. A lane works each comparison out once for the same calls and
+answers (another student's same mistake is told without asking the mutants again).
 
 Mutants are the reference with a few lines changed, so they are trusted code; they still run
 in the same kind of worker as the student (forked, confined) because that is the cheap way
@@ -41,7 +44,7 @@ CATALOGUE = "misconceptions.toml"
 # Errors that say something about the student's concept (an exception in their code). A stub,
 # a missing module, a time-out or a crash says nothing a mutant could share.
 DIAGNOSABLE_ERRORS = {FailureKind.EXCEPTION}
-DIAGNOSES_KEPT = 4096  # a failed check's diagnosis is a few ids: a class's distinct wrong answers fit
+COMPARISONS_KEPT = 16384  # one bool each: a class's distinct wrong answers, times a part's mutants, fit
 
 # How close a student's tensor must be to a mutant's to count as the same answer: a mistake
 # written differently from the mutant computes in a different order.
@@ -116,7 +119,7 @@ def calls_key(part: str, calls: list[Call]) -> bytes:
 
 
 class Diagnoser:
-    """Runs the mutants of a catalogue and matches failed checks' calls against them."""
+    """Runs the mutants of a catalogue and matches a part's failed checks' calls against them."""
 
     def __init__(self, catalogue: dict[str, list[Misconception]], reference: Path, confined: bool,
                  timeout: float = DEFAULTS.call_timeout):
@@ -124,11 +127,12 @@ class Diagnoser:
         self.confined = confined  # like the student's workers: each in a sandbox (and user id) of its own
         self.folder: Path | None = None
         self.runners: dict[str, RemoteCode] = {}
-        # Many students hand in the same mistake, and the same answers to the same requests get the same
-        # diagnosis (the mutants, fixed edits of the reference, answer a check's requests alike: each run
-        # starts as a check does, from seeded requests): each is worked out once per lane, unless a worker
-        # of the diagnoser's failed (Undetermined). By a digest of the calls; the least recently asked goes.
-        self.diagnosed: OrderedDict[bytes, tuple[Misconception, ...]] = OrderedDict()
+        # Many students hand in the same mistake, and the same answers to the same requests compare
+        # alike (the mutants, fixed edits of the reference, answer a check's requests alike: each run
+        # starts as a check does, from seeded requests): each comparison is worked out once per lane, unless
+        # a worker of the diagnoser's failed (Undetermined). By a digest of the calls and the runner's
+        # name; the least recently asked goes.
+        self.compared: OrderedDict[tuple[bytes, str], bool] = OrderedDict()
 
     def runner(self, name: str, mistake: Misconception | None = None) -> RemoteCode:
         """A worker on the reference modules, with ``mistake``'s edits when given."""
@@ -144,34 +148,50 @@ class Diagnoser:
             self.runners[name] = RemoteCode(folder, timeout=self.timeout, confined=self.confined, budget=math.inf)
         return self.runners[name]
 
-    def diagnose(self, part: str, calls: list[Call]) -> list[Misconception]:
-        """The known mistakes of ``part`` that answer ``calls`` exactly as the student did.
+    def diagnose(self, part: str, checks: list[list[Call]]) -> list[list[Misconception]]:
+        """For each of ``part``'s failed checks (the calls each made), the known mistakes it names.
 
-        Nothing when the reference itself answers them alike (the check failed on something
-        else than the answers: a dtype the check demands, the source's form), nor when the first
-        call the reference answers otherwise is one the student's code raised in: an exception of
-        the same type is no evidence of the same mistake (many mistakes crash alike).
+        A mutant is named on a check whose calls it answers as the student did and the reference
+        does not (else the check failed on something other than the answers: a dtype the check
+        demands, the source's form), unless the first call the reference answers otherwise is one
+        the student's code raised in (an exception of the same type is no evidence of the same
+        mistake: many mistakes crash alike). And only when it is the one mutant that answers every
+        failed check of ``checks`` as the student did: any of them may contradict it, and two that
+        all of them leave standing cannot be told apart. A check a time-out or a crash ended is no
+        evidence either way.
         """
-        if not calls or any(c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls):
-            return []
-        key = calls_key(part, calls)
-        if key in self.diagnosed:
-            self.diagnosed.move_to_end(key)
-            return list(self.diagnosed[key])
+        evidence = [calls for calls in checks if calls and not any(
+            c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls)]
         try:
-            found = self.diagnosed[key] = tuple(self.matching(part, calls))
-        except Undetermined:  # not kept: the next student with these answers gets another try
-            return []
-        if len(self.diagnosed) > DIAGNOSES_KEPT:
-            self.diagnosed.popitem(last=False)
-        return list(found)
+            telling = [any(calls is seen for seen in evidence) and self.tells(part, calls) for calls in checks]
+            candidates = [m for m in self.catalogue.get(part, [])
+                          if any(self.alike(m, part, calls) for calls, tells in zip(checks, telling) if tells)]
+            standing = [m for m in candidates if all(self.alike(m, part, calls) for calls in evidence)]
+        except Undetermined:  # nothing kept of this run: the next student with these answers gets another try
+            return [[] for _ in checks]
+        if len(standing) != 1:
+            return [[] for _ in checks]
+        return [list(standing) if tells and self.alike(standing[0], part, calls) else [] for calls, tells in zip(checks, telling)]
 
-    def matching(self, part: str, calls: list[Call]) -> list[Misconception]:
-        """:meth:`diagnose`, asking the reference and the mutants."""
-        differs = self.first_difference(self.runner("reference"), calls)
-        if differs is None or calls[differs].outcome.error is not None:
-            return []
-        return [m for m in self.catalogue.get(part, []) if self.first_difference(self.runner(m.id, m), calls) is None]
+    def tells(self, part: str, calls: list[Call]) -> bool:
+        """Does the reference answer ``calls`` otherwise, first on a call the student's code answered?"""
+        return self.remembered(calls_key(part, calls), "reference", lambda: (
+            (differs := self.first_difference(self.runner("reference"), calls)) is not None
+            and calls[differs].outcome.error is None))
+
+    def alike(self, mistake: Misconception, part: str, calls: list[Call]) -> bool:
+        """Does ``mistake``'s mutant answer every one of ``calls`` as it was answered?"""
+        return self.remembered(calls_key(part, calls), mistake.id,
+                               lambda: self.first_difference(self.runner(mistake.id, mistake), calls) is None)
+
+    def remembered(self, key: bytes, name: str, compare) -> bool:
+        if (key, name) in self.compared:
+            self.compared.move_to_end((key, name))
+            return self.compared[key, name]
+        found = self.compared[key, name] = compare()
+        if len(self.compared) > COMPARISONS_KEPT:
+            self.compared.popitem(last=False)
+        return found
 
     @staticmethod
     def first_difference(mutant: RemoteCode, calls: list[Call]) -> int | None:

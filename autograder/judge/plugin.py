@@ -126,6 +126,7 @@ def pytest_configure(config):
 LAB = pytest.StashKey[Lab]()
 CHECKS_DIR = pytest.StashKey[Path]()
 CALLS = pytest.StashKey[list]()
+FAILED_CALLS = pytest.StashKey[dict]()  # {node id: the calls of a check that failed}
 DIAGNOSER = pytest.StashKey[object]()
 REPLAYED = pytest.StashKey[bool]()
 REFERENCE_ROOT = pytest.StashKey[Path]()
@@ -342,12 +343,10 @@ def pytest_runtest_makereport(item, call):
         report.user_properties = [*report.user_properties, ("message", str(report.longrepr)),
                                   ("failure", failure_of(verdict, call.excinfo.typename,
                                                          item.get_closest_marker("hidden") is not None))]
-        mistakes = diagnose(item)
-        if mistakes:
-            report.longrepr = "\n".join([str(report.longrepr), *(
-                f"This matches a known mistake: {m.title}." for m in mistakes)])
-        report.user_properties = [*report.user_properties, ("diagnoses", tuple(
-            Diagnosis(m.id, m.title, m.hint) for m in mistakes))]
+        if item.stash.get(CALLS, None) and part_of(item):
+            # Kept for the diagnosis, which weighs the part's failed checks together (Scoreboard.diagnose):
+            # a failed check's calls, not every check's.
+            item.config.stash.setdefault(FAILED_CALLS, {})[item.nodeid] = item.stash[CALLS]
     if call.when == "call" and CALLS in item.stash:
         del item.stash[CALLS]  # a session keeps its items: their answers would add up over the whole submission
     return report
@@ -366,13 +365,6 @@ def failure_of(verdict: BaseException, type_name: str, hidden: bool) -> Failure:
     if isinstance(verdict, AssertionError):
         return Failure(FailureKind.WRONG)
     return Failure(FailureKind.CHECK_ERROR, type=type_name)
-
-
-def diagnose(item) -> list:
-    """The known mistakes whose mutants answer the failed check's requests as the student did."""
-    calls, part = item.stash.get(CALLS, None), part_of(item)
-    judge = diagnoser(item.config) if calls and part else None
-    return judge.diagnose(part, calls) if judge else []
 
 
 def diagnoser(config):
@@ -426,12 +418,27 @@ class Scoreboard:
             check.message = check.message or printable(props.get("message") or str(report.longrepr or "skipped"))[:4000]
         if report.failed and check.failure is None:
             check.failure = props.get("failure") or Failure(FailureKind.CHECK_ERROR)
-        if report.when == "call":
-            check.diagnoses = props.get("diagnoses", ())
+
+    def diagnose(self) -> None:
+        """Name the known mistakes of each part's failed checks (:meth:`Diagnoser.diagnose`), once.
+        A public check's diagnosis weighs the public checks alone: what a student reads before
+        grades are published must not depend on what a hidden check sent."""
+        failed_calls = self.config.stash.get(FAILED_CALLS, {})
+        judge = diagnoser(self.config) if failed_calls else None
+        self.config.stash[FAILED_CALLS] = {}
+        if judge is None:
+            return
+        for part in self.config.stash[LAB].part_ids:
+            failed = [c for c in self.results.values() if c.part == part and c.id in failed_calls]
+            for hidden, weighed in ((False, [c for c in failed if not c.hidden]), (True, failed)):
+                for check, mistakes in zip(weighed, judge.diagnose(part, [failed_calls[c.id] for c in weighed])):
+                    if check.hidden == hidden:
+                        check.diagnoses = tuple(Diagnosis(m.id, m.title, m.hint) for m in mistakes)
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.results:
             return
+        self.diagnose()
         lab = self.config.stash[LAB]
         checks = list(self.results.values())
         parts = RunResults(lab.name, checks).parts_run(lab)
@@ -451,6 +458,8 @@ class Scoreboard:
                 write(f"{part}: first failing check: {first.name}", bold=True)
                 for line in first.message.strip().split("\n")[:8]:
                     write(f"  {line}")
+                if first.diagnoses:
+                    write(f"  known mistake: {first.diagnoses[0].title}")
                 write(f"  hint: {hint(first)}")
                 for dependency in dependencies(lab, part, checks):
                     write(f"  {dependency_label(dependency)}: {dependency_sentence(part, dependency)}")
@@ -466,6 +475,7 @@ class Scoreboard:
     def pytest_sessionfinish(self):
         out = self.config.getoption("results_json")
         if out and not refusal:
+            self.diagnose()
             lab = self.config.stash[LAB]
             run = RunResults(lab.name, list(self.results.values()), self.config.stash.get(SANDBOX, None),
                              self.config.stash.get(NOTES, []),

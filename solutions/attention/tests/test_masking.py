@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from autograder.judge.checks import (backpropagate, expect_close, expect_document, expect_equal, expect_finite, expect_gradient,
-                                     expect_mask, expect_tensor, expect_unmodified, fail, random_tensor)
+                                     expect_mask, expect_tensor, expect_unmodified, fail, in_eval_mode,
+                                     random_tensor)
 from document_tensors import (CAUSAL_ATTENTION_SEED123, CAUSAL_MASK7, CAUSAL_WEIGHTS, MASK6_INT, MASKED_SCORES,
                               MASKED_SOFTMAXED_WEIGHTS, MINUS_1E10_MASKED, SIMPLE_MASK6_INT, TRICK_AVERAGES, TRICK_B,
                               TRIL3, UNIFORM_CAUSAL_WEIGHTS8, V2_AFTER_V1_WEIGHTS, XBOW_CHANNEL1, XBOW_FIRST,
@@ -294,9 +295,9 @@ def test_causal_attention_dropout_only_in_training(student):
     q, k, v = (F.linear(x, *chosen[layer]) for layer in QKV)
     weights = causal_weights(q, k)                                           # (2, 6, 6)
     attention.eval()
-    first = attention(x)
-    expect_close(first, weights @ v, f"{call} in eval mode (dropout must be off)", atol=1e-5, rtol=1e-5)
-    expect_close(attention(x), first, f"{call} in eval mode, called twice", atol=0.0)
+    first, again = attention(x), attention.using(student.seeded(9))(x)
+    expect_close(first, weights @ v, in_eval_mode(call, first, again), atol=1e-5, rtol=1e-5)
+    expect_close(again, first, f"{call} in eval mode, called after another random seed", atol=0.0)
     attention.train()
     expect_close(attention(x), dropped_out(weights, 0.5, seed=8) @ v,
                  f"{call} in training mode, called right after manual_seed(8) (the attention weights, after the "

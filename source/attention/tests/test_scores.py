@@ -54,9 +54,11 @@ def test_matrix_scores_batched_match_document(student):
 def test_loop_and_matrix_scores_agree(student):
     """Document 001, In [39]/[40]/[43]: loop scores equal matrix scores (7 tokens, 32-dim embeddings)."""
     embedded = random_tensor(7, 7, 32)
-    loop = student.scores.attention_scores_loop(embedded)
-    expect_close(student.scores.attention_scores(embedded), loop, "attention_scores vs attention_scores_loop",
-                 atol=1e-4, rtol=1e-5)
+    # Each against the true scores: a wrong one is named, never the other one compared with it.
+    for name in ("attention_scores_loop", "attention_scores"):
+        expect_close(getattr(student.scores, name)(embedded), embedded @ embedded.T,
+                     f"{name}(x) for x of shape (7, 32), whose scores the two functions must agree on",
+                     atol=1e-4, rtol=1e-5)
 
 
 def test_scores_keep_float64(student):
