@@ -249,7 +249,8 @@ def test_a_diagnosis_is_explained_once():
 @pytest.fixture(scope="session")
 def cohort_reports(tmp_path_factory):
     """A small cohort graded: two demo students' own work, the second's heads.py a renamed copy of the
-    first's (chen, gus); one with a mistake that draws a picture (tril for triu) and one whose dropout
+    first's (chen, gus); one with a known mistake that draws a picture (tril(ones) for triu(ones, diagonal=1))
+    and one whose dropout
     loops forever on one input (p = 0.3), both on the reference's code; and one who handed nothing in. Graded
     once per test run; tests only read it."""
     def build(root):
@@ -260,7 +261,7 @@ def cohort_reports(tmp_path_factory):
             shutil.copytree(SOLUTIONS, cohort / student / "attention",
                             ignore=shutil.ignore_patterns("tests", "*.ipynb", "Makefile"))
         masking = cohort / "cy" / "attention" / "masking.py"
-        masking.write_text(masking.read_text().replace("torch.triu(", "torch.tril("))
+        masking.write_text(masking.read_text().replace("torch.triu(", "torch.tril(").replace(", diagonal=1)", ")"))
         dropout = cohort / "dee" / "attention" / "dropout.py"
         dropout.write_text(dropout.read_text().replace(  # on one input: one check's time-out, not every call's
             '    """\n', '    """\n    import time\n    while p == 0.3:\n        time.sleep(1)\n', 1))

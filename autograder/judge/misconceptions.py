@@ -164,9 +164,13 @@ class Diagnoser:
             c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls)]
         try:
             telling = [any(calls is seen for seen in evidence) and self.tells(part, calls) for calls in checks]
-            candidates = [m for m in self.catalogue.get(part, [])
+            mutants = self.catalogue.get(part, [])
+            candidates = [m for m in mutants
                           if any(self.alike(m, part, calls) for calls, tells in zip(checks, telling) if tells)]
-            standing = [m for m in candidates if all(self.alike(m, part, calls) for calls in evidence)]
+            # A check no mutant answers as the student did tells none of them apart (answers drawn from
+            # another random stream than the reference's, a mistake the catalogue lacks): it contradicts none.
+            telling_apart = [calls for calls in evidence if any(self.alike(m, part, calls) for m in mutants)]
+            standing = [m for m in candidates if all(self.alike(m, part, calls) for calls in telling_apart)]
         except Undetermined:  # nothing kept of this run: the next student with these answers gets another try
             return [[] for _ in checks]
         if len(standing) != 1:
