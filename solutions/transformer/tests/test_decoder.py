@@ -9,8 +9,9 @@ from hypothesis import given, strategies as st
 
 from autograder.judge.checks import (backpropagate, expect_children, expect_close, expect_gradient, expect_reused, expect_wired,
                                      load_weights, random_tensor)
-from trusted import (D_FF, DECODER_PARTS, EMBEDDING_DIM, HEADS, SETUP, TOKENS, decoder, decoder_state, own_parts, with_stand_ins,
-                     torch_decoder_output, trusted_parts, with_dropout)
+from trusted import (DECODER_PARTS, D_FF, EMBEDDING_DIM, HEADS, SETUP, TOKENS, decoder, decoder_state,
+                     end_to_end_tolerance, own_parts, torch_decoder_output, trusted_parts, with_dropout,
+                     with_stand_ins)
 
 DROPOUT = "torch.nn.modules.dropout.Dropout"
 STATE = decoder_state(71, EMBEDDING_DIM, D_FF)
@@ -75,9 +76,10 @@ def test_decoder_matches_torch_document_setup(student):
     """End to end (the declared share that depends on every sub-layer): 001's set-up, as PyTorch's
     nn.TransformerDecoderLayer(32, 2, 64, dropout=0.0, batch_first=True) with the same weights and a causal
     tgt_mask."""
-    expect_close(loaded(student, end_to_end=True)(X, MEMORY), torch_decoder_output(STATE, X, MEMORY, HEADS, D_FF),
+    expected = torch_decoder_output(STATE, X, MEMORY, HEADS, D_FF)
+    expect_close(loaded(student, end_to_end=True)(X, MEMORY), expected,
                  f"DecoderLayer(32, 2, 64)(x, memory) on x and memory of shape (1, 7, 32) ({SETUP}), vs "
-                 "nn.TransformerDecoderLayer", **TOLERANCE)
+                 "nn.TransformerDecoderLayer", **end_to_end_tolerance(expected))
 
 
 def test_decoder_is_causal(student):

@@ -11,7 +11,8 @@ from hypothesis import given, strategies as st
 from autograder.judge.checks import (backpropagate, expect_children, expect_close, expect_gradient, expect_reused, expect_wired,
                                      load_weights, random_tensor)
 from trusted import (D_FF, EMBEDDING_DIM, ENCODER_PARTS, HEADS, SETUP, TOKENS, encoder, encoder_state,
-                     future_positions, own_parts, with_stand_ins, torch_encoder_output, trusted_parts, with_dropout)
+                     end_to_end_tolerance, future_positions, own_parts, torch_encoder_output, trusted_parts,
+                     with_dropout, with_stand_ins)
 
 DROPOUT = "torch.nn.modules.dropout.Dropout"
 STATE = encoder_state(61, EMBEDDING_DIM, D_FF)
@@ -71,9 +72,10 @@ def test_encoder_wiring_with_mask_and_other_sizes(student):
 def test_encoder_matches_torch_document_setup(student):
     """End to end (the declared share that depends on every sub-layer): 001's set-up, as PyTorch's
     nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0, batch_first=True) with the same weights."""
-    expect_close(loaded(student, end_to_end=True)(X), torch_encoder_output(STATE, X, HEADS, D_FF),
+    expected = torch_encoder_output(STATE, X, HEADS, D_FF)
+    expect_close(loaded(student, end_to_end=True)(X), expected,
                  f"EncoderLayer(32, 2, 64)(x) on x of shape (1, 7, 32) ({SETUP}), vs nn.TransformerEncoderLayer",
-                 **TOLERANCE)
+                 **end_to_end_tolerance(expected))
 
 
 def test_encoder_output_is_normalised(student):
