@@ -124,7 +124,7 @@ class StandIn:
     """A sub-part the student wrote that failed inside a part built on it, where the lab's stand-in
     (public code, ``lab.toml``) answered for it so the part was judged on its own wiring."""
 
-    part: str  # the used part ("layernorm")
+    part: str  # the used part (a part id of lab.toml)
     submodule: str  # the layer's submodule it answered for ("norm1")
     why: str  # "raised RuntimeError: ...", "answered shape (2, 5) where (2, 5, 8) was expected"
     file: str = ""  # where the student's sub-part raised

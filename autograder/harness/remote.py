@@ -573,7 +573,7 @@ class Handle:
         return self._method("structure")
 
     def standing_in(self, parts: dict[str, str], **arguments) -> Handle:
-        """This layer, its submodules ``parts`` (``{"norm1": "layernorm"}``: which lab part each one's
+        """This layer, its submodules ``parts`` (``{"block.norm": "norm"}``: which lab part each one's
         module is) answered by the lab's stand-in for that part whenever their own call raises or
         answers with the wrong shape or dtype (see :attr:`RemoteCode.stood_in`); ``arguments`` go to
         every stand-in (``num_heads``). Without stand-ins declared, the layer as it is."""
