@@ -34,6 +34,9 @@ class Part:
     # Its checks that judge it end to end, through the parts it uses: all a mistake in one of those
     # may cost it (every other check judges this part's own wiring).
     end_to_end: tuple[str, ...] = ()
+    # The function of the lab's public tests/stand_ins.py that answers for this part's module inside a
+    # part built on it, wherever the student's raises or answers with the wrong shape or dtype.
+    stand_in: str = ""
 
     @property
     def module(self) -> str:
@@ -53,7 +56,7 @@ class Lab:
         try:
             declared = tomllib.loads(path.read_text(encoding="utf-8"))
             parts = tuple(Part(p["id"], float(p["weight"]), p.get("title", ""), tuple(p.get("uses", ())),
-                               tuple(p.get("end_to_end", ()))) for p in declared["parts"])
+                               tuple(p.get("end_to_end", ())), p.get("stand_in", "")) for p in declared["parts"])
             lab = cls(Path(folder).resolve().name, declared["title"], parts)
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise LabError(f"{path}: not a lab declaration ({type(exc).__name__}: {exc})") from exc

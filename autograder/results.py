@@ -119,6 +119,22 @@ class Diagnosis:
     hint: str
 
 
+@dataclass(frozen=True)
+class StandIn:
+    """A sub-part the student wrote that failed inside a part built on it, where the lab's stand-in
+    (public code, ``lab.toml``) answered for it so the part was judged on its own wiring."""
+
+    part: str  # the used part (a part id of lab.toml)
+    submodule: str  # the layer's submodule it answered for ("norm1")
+    why: str  # "raised RuntimeError: ...", "answered shape (2, 5) where (2, 5, 8) was expected"
+    file: str = ""  # where the student's sub-part raised
+    line: int = 0
+
+    @classmethod
+    def from_data(cls, data: dict) -> StandIn:
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
 @dataclass
 class CheckResult:
     part: str
@@ -132,6 +148,7 @@ class CheckResult:
     diagnoses: tuple[Diagnosis, ...] = ()
     id: str = ""  # pytest's node id (a run's results only)
     replayed: bool = False  # passed by replay (autograder.judge.replay; a run's results only)
+    stood_in: tuple[StandIn, ...] = ()  # sub-parts a stand-in answered for while it ran
 
     @property
     def earned(self) -> float:
@@ -219,7 +236,10 @@ class SubmissionResult:
             "checks": [{"part": c.part, "name": c.name, "hidden": c.hidden, "points": c.points, "passed": c.passed,
                         "message": "" if c.hidden else c.message, "about": c.about,
                         **({} if c.passed else {"failure": c.failure.data() if c.failure else {},
-                                                "diagnoses": [d.id for d in c.diagnoses]})}
+                                                "diagnoses": [d.id for d in c.diagnoses]}),
+                        # A hidden check's stand-ins are left out with its message (they name its inputs' sizes).
+                        **({"stood_in": [dataclasses.asdict(s) for s in c.stood_in]} if c.stood_in and not c.hidden
+                           else {})}
                        for c in self.checks],
         }
 
@@ -230,7 +250,8 @@ class SubmissionResult:
             known = {m["id"]: Diagnosis(m["id"], m["title"], m["hint"]) for m in row.get("misconceptions", [])}
             checks = [CheckResult(c["part"], c["name"], c["points"], c["passed"], c["hidden"], c["message"],
                                   c.get("about", ""), Failure.from_data(c["failure"]) if c.get("failure") else None,
-                                  tuple(known[i] for i in c.get("diagnoses", []) if i in known))
+                                  tuple(known[i] for i in c.get("diagnoses", []) if i in known),
+                                  stood_in=tuple(StandIn.from_data(s) for s in c.get("stood_in", [])))
                       for c in data["checks"] if c["part"] == part]
             parts[part] = PartResult(part, row["max_points"], checks)
         return cls(data["lab"], data["student"], parts, data.get("handed_in", True), data["status"],
@@ -313,6 +334,7 @@ def write_run(path: Path, run: RunResults, lab: Lab) -> None:
                            "diagnoses": [dataclasses.asdict(d) for d in c.diagnoses], "part": c.part, "check": c.name,
                            "hidden": c.hidden, "points": c.points, "about": c.about,
                            **({"failure": c.failure.data()} if c.failure else {}),
+                           **({"stood_in": [dataclasses.asdict(s) for s in c.stood_in]} if c.stood_in else {}),
                            **({"replayed": True} if c.replayed else {})} for c in run.checks]}
     write_atomically(path, json.dumps(payload, indent=1))
 
@@ -323,5 +345,5 @@ def read_run(path: Path) -> RunResults:
         CheckResult(c["part"], c["check"], c["points"], c["passed"], c["hidden"], c["message"], c.get("about", ""),
                     Failure.from_data(c["failure"]) if "failure" in c else None,
                     tuple(Diagnosis(d["id"], d["title"], d["hint"]) for d in c.get("diagnoses", [])), c["id"],
-                    c.get("replayed", False))
+                    c.get("replayed", False), tuple(StandIn.from_data(s) for s in c.get("stood_in", [])))
         for c in data["checks"]], data.get("sandbox"), data.get("notes", []), data.get("reaches", []))

@@ -115,14 +115,6 @@ def test_a_part_built_on_others_declares_its_end_to_end_checks(lab):
         assert sum(points[part.id][check] for check in part.end_to_end) <= part.weight / 4, part  # a small share
 
 
-def used_part_mistakes():
-    for lab in LABS:
-        used = {u for part in lab.parts for u in part.uses}
-        for part in sorted(used):
-            for mistake in KNOWN_MISTAKES[lab.name].get(part, []):
-                yield pytest.param(lab, part, mistake, id=f"{lab.name}-{part}-{mistake.name}")
-
-
 def wrong_modules():
     """``(lab, part, mistake, its entry in mistakes.toml)`` for every module of the corpus."""
     for lab in LABS:
@@ -169,16 +161,34 @@ def failed_in(summary: dict, part: str) -> dict[str, str]:
     return {c["name"]: c["message"] for c in summary["checks"] if c["part"] == part and not c["passed"]}
 
 
+def used_part_mistakes():
+    """Every module of the corpus in a part others build on (every known mistake among them)."""
+    for lab, part, mistake, _ in wrong_modules():
+        if any(part in user.uses for user in lab.parts):
+            yield pytest.param(lab, part, mistake, id=f"{lab.name}-{part}-{mistake}")
+
+
 @pytest.mark.parametrize("lab, part, mistake", list(used_part_mistakes()))
 def test_a_mistake_costs_the_parts_built_on_it_at_most_their_end_to_end_share(wrong_modules_graded, lab, part, mistake):
-    """One mistake costs one mistake: a part built on the mistaken one is judged on its own wiring, and
-    loses at most the points of its declared end-to-end checks."""
-    results = wrong_modules_graded[lab.name, part, mistake.name]
+    """One mistake costs one mistake: a part built on the mistaken one is judged on its own wiring (a
+    sub-part that raises or answers with the wrong shape stood in for), and loses at most the points of
+    its declared end-to-end checks."""
+    results = wrong_modules_graded[lab.name, part, mistake]
     points = tomllib.loads((lab.checks / "points.toml").read_text())
     for user in (p for p in lab.parts if part in p.uses):
         row = results["parts"][user.id]
         share = sum(points[user.id][check] for check in user.end_to_end)
         assert row["max_points"] - row["points"] <= share, (user.id, failed_in(results, user.id))
+
+
+def test_a_deviation_of_float32_size_fails_every_end_to_end_comparison_or_none(wrong_modules_graded):
+    """eps added to the standard deviation (1e-5 relative) in layer norm: the encoder's and the decoder's
+    comparisons with PyTorch's layers agree (at b89d031 the decoder's failed on 2 of 224 entries near 0,
+    off by 1.88e-05, and the encoder's passed)."""
+    results = wrong_modules_graded["transformer", "layernorm", "eps_outside_sqrt"]
+    verdicts = {c["name"]: c["passed"] for c in results["checks"]
+                if c["name"] in ("test_encoder_matches_torch_document_setup", "test_decoder_matches_torch_document_setup")}
+    assert len(verdicts) == 2 and len(set(verdicts.values())) == 1, verdicts
 
 
 @pytest.mark.parametrize("lab, part, mistake, entry", [pytest.param(*case, id=f"{case[0].name}-{case[1]}-{case[2]}")

@@ -81,6 +81,17 @@ class Shared:
     loads: dict = field(default_factory=dict)  # module: the submission's modules it loads
     loaded: set = field(default_factory=set)  # modules the current worker has loaded
     started: bool = False  # a worker was started (the first start waits for the zygote, uncharged)
+    stand_ins: StandInCode | None = None  # the lab's public code that may answer for a failing sub-part
+    stood_in: list = field(default_factory=list)  # the current check's: where a stand-in answered, and why
+
+
+@dataclass(frozen=True)
+class StandInCode:
+    """A lab's stand-ins (``lab.toml``): the source of its public ``tests/stand_ins.py`` and, for each
+    part a layer may build on, the function of it that answers for that part's module."""
+
+    source: str
+    functions: dict[str, str]
 
 
 class RemoteCode:
@@ -105,12 +116,13 @@ class RemoteCode:
     def __init__(self, root, timeout: float = DEFAULTS.call_timeout, confined: bool = False,
                  budget: float = DEFAULTS.module_budget,
                  memoize: bool = False, seed: int | None = None, total_budget: float = math.inf, reaches: tuple = (),
-                 loads: dict[str, frozenset[str]] | None = None, _shared: Shared | None = None):
+                 loads: dict[str, frozenset[str]] | None = None, stand_ins: StandInCode | None = None,
+                 _shared: Shared | None = None):
         self.root = Path(root).resolve()
         self.timeout, self.confined, self.budget, self.total_budget = timeout, confined, budget, total_budget
         self._seed, self._streaming = seed, False
         self._shared = _shared if _shared is not None else Shared(
-            memo={} if memoize else None, reaches=tuple(reaches), loads=loads or {})
+            memo={} if memoize else None, reaches=tuple(reaches), loads=loads or {}, stand_ins=stand_ins)
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> RemoteModule:
@@ -168,6 +180,12 @@ class RemoteCode:
     def reaches(self) -> tuple:
         """Where the judge's scan found the submission reaching into internals (see the class)."""
         return self._shared.reaches
+
+    @property
+    def stood_in(self) -> list[dict]:
+        """Where, in the current check, a stand-in answered for a sub-part of the submission, and why
+        (:meth:`Handle.standing_in`): ``[{"submodule", "part", "why", "file", "line"}]``, each once."""
+        return list(self._shared.stood_in)
 
     @property
     def sandbox(self) -> dict | None:
@@ -253,6 +271,7 @@ class RemoteCode:
         self._shared.fresh = True
         self._shared.answered.clear()
         self._shared.check_bytes = 0
+        self._shared.stood_in = []
         self._shared.recording = Recording() if record else None
 
     def end_check(self) -> Recording:
@@ -372,6 +391,9 @@ class RemoteCode:
             raise StudentError(FailureKind.BAD_VALUE, f"{where}: malformed answer from the worker")
         if "error" in message:
             raise self._stop_repeats(error_from(message["error"], where), where, key)
+        for event in stand_in_events(message.get("stood_in")):
+            if event not in self._shared.stood_in:
+                self._shared.stood_in.append(event)
         return answer_value(message)
 
     def _stop_repeats(self, error: StudentError, where: str, key: bytes) -> StudentError:
@@ -435,6 +457,17 @@ def error_from(error, where: str) -> StudentError:
                         line=line if isinstance(line, int) and not isinstance(line, bool) else 0, phase=said["phase"],
                         called_from=said["called_from"][:200],
                         loading=tuple(printable(str(f))[:200] for f in loading[:10]) if isinstance(loading, list) else ())
+
+
+def stand_in_events(said) -> list[dict]:
+    """The stand-in events of a worker's answer, as the judge keeps them (the worker runs student code:
+    anything else is dropped, the text escaped)."""
+    if not isinstance(said, list):
+        return []
+    return [{"submodule": printable(str(e.get("submodule", "")))[:100], "part": printable(str(e.get("part", "")))[:100],
+             "why": printable(str(e.get("why", "")))[:400], "file": printable(str(e.get("file", "")))[:100],
+             "line": e["line"] if isinstance(e.get("line"), int) and not isinstance(e.get("line"), bool) else 0}
+            for e in said[:20] if isinstance(e, dict)]
 
 
 def contains_handle(value) -> bool:
@@ -539,8 +572,21 @@ class Handle:
     def structure(self) -> dict:
         return self._method("structure")
 
-    def grad(self, *args, upstream=None, **kwargs) -> dict:
-        """Forward, backpropagate ``upstream`` and return
-        ``{"output", "inputs", "parameters": {name: grad}}``."""
-        return self._student.request({"op": "grad", "handle": self._ref.id, "args": list(args), "kwargs": kwargs,
-                                      "upstream": upstream, "target": f"{self.origin}.forward"})
+    def standing_in(self, parts: dict[str, str], **arguments) -> Handle:
+        """This layer, its submodules ``parts`` (``{"block.norm": "norm"}``: which lab part each one's
+        module is) answered by the lab's stand-in for that part whenever their own call raises or
+        answers with the wrong shape or dtype (see :attr:`RemoteCode.stood_in`); ``arguments`` go to
+        every stand-in (``num_heads``). Without stand-ins declared, the layer as it is."""
+        code = self._student._shared.stand_ins
+        if code is not None:
+            wired = {name: [part, code.functions[part]] for name, part in parts.items() if part in code.functions}
+            self._method("stand_in", wired, code.source, arguments)
+        return self
+
+    def grad(self, *args, upstream=None, computed: tuple[int, ...] = (), **kwargs) -> dict:
+        """Forward, backpropagate ``upstream`` and return ``{"output", "inputs", "parameters": {name:
+        grad}}``; the arguments at the indices ``computed`` reach the call as values a layer computed
+        (non-leaf tensors), the others as the caller's own leaves."""
+        request = {"op": "grad", "handle": self._ref.id, "args": list(args), "kwargs": kwargs, "upstream": upstream,
+                   "target": f"{self.origin}.forward"}
+        return self._student.request({**request, "computed": list(computed)} if computed else request)

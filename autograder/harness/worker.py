@@ -16,10 +16,15 @@ Requests (all optional fields may be omitted):
       construct several objects one after the other from one seed (the documents do this);
   {"op": "method", "handle": id, "name": str, "args": [...], "kwargs": {...}, "seed": ...}
       ``forward``, ``train``, ``state_dict``, ``load_state_dict`` or ``structure`` of a handle,
-      or ``submodule`` (args: [dotted name]): that submodule, as a handle;
-  {"op": "grad", "target" | "handle": ..., "args": [...], "kwargs": {...}, "upstream": tensor}
+      ``submodule`` (args: [dotted name]): that submodule, as a handle, or ``stand_in`` (args:
+      [{submodule: [part, function]}, source, {argument: value}]): from now on, a call of such a
+      submodule that raises or answers with the wrong shape or dtype is answered by ``function``
+      of ``source`` (public code: :class:`StandIns`);
+  {"op": "grad", "target" | "handle": ..., "args": [...], "kwargs": {...}, "upstream": tensor,
+   "computed": [argument index]}
       run the call, backpropagate ``upstream`` and return the gradients of the tensor
-      arguments (and of the module's parameters).
+      arguments (and of the module's parameters); the arguments ``computed`` reach the call as a
+      layer passes a value it computed (a non-leaf tensor, which code may change in place).
   {"op": "limits", "timeout": seconds, "imports": {module: [modules]} | None}
       from now on, a call that runs longer is interrupted where it is (``SIGALRM``) and answered
       as a time-out that names the student's file and line (the judge kills a worker that does
@@ -31,6 +36,8 @@ PyTorch operators such as ``"aten._softmax"`` whatever Python name reaches them,
 instead of running while it is served: a part that asks students to write one themselves)
 and ``"count": [names]`` (library functions whose calls are counted: the answer is then
 ``{"ok": value, "counts": {name: calls}}``), so a check judges the form of code by running it.
+An answer to a request during which a stand-in answered for a submodule carries ``"stood_in":
+[{"submodule", "part", "why", "file", "line"}]``.
 A request's ``"seed"`` may be ``"continue"``: the RNG is left where the previous request left it, so
 several calls draw on one random stream in order, as the calls inside one forward pass do.
 Any request may carry ``"fresh": true`` (the first request of each check does): the worker
@@ -66,7 +73,7 @@ from autograder.harness.codec import CONTINUE_STREAM, CodecError, GeneratorSpec,
 from autograder.limits import DEFAULTS
 
 DEFAULT_SEED = 0
-METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure", "submodule")
+METHODS = ("forward", "train", "state_dict", "load_state_dict", "structure", "submodule", "stand_in")
 
 
 class RequestError(Exception):
@@ -304,6 +311,7 @@ class Worker:
         self.broken_imports: dict[str, RequestError] = {}
         self.timeout = 0.0  # seconds a call may run before it is interrupted; 0: never
         self.guards = Guards()
+        self.stand_ins = StandIns(self.root)
 
     # -- resolving student names -------------------------------------------------------
     def module(self, name: str):
@@ -416,21 +424,23 @@ class Worker:
             module.load_state_dict(*args, **kwargs)
             return None
         if name == "submodule":
-            try:
-                return module.get_submodule(str(args[0]) if args else "")
-            except AttributeError as exc:
-                raise RequestError("missing", f"no submodule {args[0]!r}: {exc}") from None
+            return submodule(module, str(args[0]) if args else "")
+        if name == "stand_in":
+            self.stand_ins.install(module, *args)
+            return None
         return structure(module)
 
     def grad(self, request, args, kwargs):
         inputs = [a.detach().clone().requires_grad_(True) if floating(a) else a for a in args]
+        computed = set(request.get("computed") or ())
+        passed = [a.clone() if i in computed and floating(a) else a for i, a in enumerate(inputs)]
         if "handle" in request:
             module = self.handle(request["handle"])
             module.zero_grad(set_to_none=True)
-            out = module(*inputs, **kwargs)
+            out = module(*passed, **kwargs)
             params = dict(module.named_parameters())
         else:
-            out = self.resolve(request["target"])(*inputs, **kwargs)
+            out = self.resolve(request["target"])(*passed, **kwargs)
             params = {}
         if not isinstance(out, torch.Tensor):
             raise RequestError("exception", f"expected a tensor to backpropagate through, got {type(out).__name__}")
@@ -443,6 +453,80 @@ class Worker:
             "inputs": [a.grad if isinstance(a, torch.Tensor) else None for a in inputs],
             "parameters": {k: p.grad for k, p in params.items()},
         }
+
+
+def submodule(module: torch.nn.Module, name: str) -> torch.nn.Module:
+    try:
+        return module.get_submodule(name)
+    except AttributeError as exc:
+        raise RequestError("missing", f"no submodule {name!r}: {exc}") from None
+
+
+class StandIns:
+    """Inside a layer built on others, public code answers for a submodule the student wrote
+    whenever its call raises or answers with another shape or dtype than that code would: the
+    layer is judged on its own wiring, never on a sub-part that fails (its own checks judge that).
+    The stand-ins are functions ``f(module, *args, **arguments, **kwargs)`` of a lab's public
+    ``tests/stand_ins.py`` (PyTorch's layers, the document's formulas), sent by the judge; each
+    time one answers is recorded for the request's answer (``events``)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.events: list[dict] = []
+        self.namespaces: dict[str, dict] = {}  # by source
+
+    def install(self, layer: torch.nn.Module, parts: dict, source: str, arguments: dict) -> None:
+        if source not in self.namespaces:
+            self.namespaces[source] = {}
+            exec(compile(source, "stand_ins.py", "exec"), self.namespaces[source])  # noqa: S102 - the judge's public code
+        for name, (part, function) in parts.items():
+            sub = submodule(layer, name)
+            own = sub.__dict__.get("forward")
+            own = own.own if isinstance(own, StoodIn) else sub.forward
+            stand_in = functools.partial(self.namespaces[source][function], sub, **arguments)
+            sub.forward = StoodIn(self, name, part, own, stand_in)
+
+
+class StoodIn:
+    """A submodule's forward, answered by its stand-in when the student's raises or answers with
+    another shape or dtype (the stand-in's answer, drawn without moving the random stream, says
+    which)."""
+
+    def __init__(self, stand_ins: StandIns, name: str, part: str, own, stand_in):
+        self.stand_ins, self.name, self.part, self.own, self.stand_in = stand_ins, name, part, own, stand_in
+
+    def __call__(self, *args, **kwargs):
+        try:
+            answer = self.own(*args, **kwargs)
+        except (Forbidden, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the student's sub-part failed: its own checks say how
+            file, line = failing_line(exc, self.stand_ins.root)
+            return self.answered(f"raised {describe_exception(exc)[:300]}", file, line, args, kwargs, exc)
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                expected = self.stand_in(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - arguments the stand-in cannot take: the student's answer stands
+            return answer
+        if not isinstance(answer, torch.Tensor):
+            return self.answered(f"answered {type(answer).__name__}, not a tensor", "", 0, args, kwargs)
+        for what, got, wanted in (("shape", tuple(answer.shape), tuple(expected.shape)),
+                                  ("dtype", answer.dtype, expected.dtype)):
+            if got != wanted:
+                return self.answered(f"answered {what} {got} where {wanted} was expected", "", 0, args, kwargs)
+        return answer
+
+    def answered(self, why: str, file: str, line: int, args, kwargs, error: Exception | None = None):
+        try:
+            answer = self.stand_in(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - nothing can answer for it: the student's failure stands
+            if error is not None:
+                raise error from None
+            raise
+        event = {"submodule": self.name, "part": self.part, "why": why, "file": file, "line": line}
+        if event not in self.stand_ins.events:
+            self.stand_ins.events.append(event)
+        return answer
 
 
 def backpropagate(out: torch.Tensor, upstream: torch.Tensor) -> None:
@@ -579,8 +663,11 @@ def run(root: str, sock: socket.socket, report=None) -> None:
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 counts, worker.guards.counted, worker.guards.forbidden = worker.guards.counted, {}, frozenset()
+                stood_in, worker.stand_ins.events = worker.stand_ins.events, []
             if request.get("count"):
                 answer["counts"] = counts
+            if stood_in:
+                answer["stood_in"] = stood_in
             frame = encode(answer)
         except CodecError as exc:
             frame = bad_value(request, f"returned a value the grader cannot read: {exc}")

@@ -223,12 +223,23 @@ def expect_reused(sub, own, inputs: tuple, what: str) -> None:
     """``sub``, a submodule of the student's layer (:meth:`Handle.submodule`), computes what ``own``
     does: the lab's module it claims to be, built by the judge's own call, given ``sub``'s weights.
     The judge's evidence that the layer reuses that module: a class name is only what the student's
-    process says it is. Both run in eval mode (no random zeroing of activations)."""
+    process says it is. Both run in eval mode (no random zeroing of activations). Where the lab's module
+    raises (a mistake its own checks charge), ``sub`` must raise the same."""
     own.load_state_dict(sub.state_dict())
     sub.eval()
     own.eval()
-    expect_close(sub(*inputs), own(*inputs), f"{what}: computes otherwise than the lab's own module with its weights "
-                                             "(the layer must reuse that module, not a copy of it)", equal_nan=True)
+    reused = f"{what}: computes otherwise than the lab's own module with its weights (the layer must reuse that " \
+             "module, not a copy of it)"
+    try:
+        expected = own(*inputs)
+    except StudentError as error:
+        try:
+            sub(*inputs)
+        except StudentError as same:
+            if (same.kind, same.type_name, str(same)) == (error.kind, error.type_name, str(error)):
+                return
+        fail(reused)
+    expect_close(sub(*inputs), expected, reused, equal_nan=True)
 
 
 def expect_wired(actual, composed, what: str, *, reference=None, atol: float, rtol: float = 0.0) -> None:
@@ -251,13 +262,16 @@ class _RemoteStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, handle, gradients: dict, prefix: str, *args):
+        # What the layer would pass computed (a sum, not its own input) reaches the module as such:
+        # code that changes it in place is allowed there, as in the layer.
+        ctx.computed = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.grad_fn is not None)
         args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
         ctx.handle, ctx.gradients, ctx.prefix, ctx.args = handle, gradients, prefix, args
         return expect_tensor(handle(*args), f"{handle.origin}(...)")
 
     @staticmethod
     def backward(ctx, upstream):
-        answer = ctx.handle.grad(*ctx.args, upstream=upstream.contiguous())
+        answer = ctx.handle.grad(*ctx.args, upstream=upstream.contiguous(), computed=ctx.computed)
         if not (isinstance(answer, dict) and isinstance(answer.get("parameters"), dict)
                 and isinstance(answer.get("inputs"), list) and len(answer["inputs"]) == len(ctx.args)):
             fail(f"{ctx.handle.origin}: the worker's answer to a gradient request is malformed")

@@ -47,3 +47,26 @@ def dependency_sentence(part: str, dependency: dict) -> str:
     else:
         why = f"{part} builds on {other}.py, whose own checks fail"
     return f"{why}. Fix {other} first: these checks may pass then."
+
+
+def stand_ins(part: str, checks: list[CheckResult]) -> list[dict]:
+    """Where ``part``'s public checks (of ``checks``) ran with a stand-in answering for a sub-part that
+    failed (:class:`autograder.results.StandIn`; a hidden check's would tell its inputs), one line per used
+    part, with the first reason: ``[{"label", "sentence"}]``."""
+    found: dict[str, dict] = {}
+    for check in (c for c in checks if c.part == part and not c.hidden):
+        for stood in check.stood_in:
+            entry = found.setdefault(stood.part, {"submodules": [], "checks": set(), "first": stood})
+            entry["checks"].add(check.name)
+            if stood.submodule not in entry["submodules"]:
+                entry["submodules"].append(stood.submodule)
+    lines = []
+    for other, entry in found.items():
+        first, count = entry["first"], len(entry["checks"])
+        place = f" ({first.file} line {first.line})" if first.line else ""
+        lines.append({"label": f"stood in for {other}", "sentence": (
+            f"in {count} check{'s' if count > 1 else ''} of {part}, your {', '.join(entry['submodules'])} "
+            f"({other}.py) failed (first: {first.submodule} {first.why}{place}); the lab's stand-in for {other} "
+            f"(public code) answered for {'them' if len(entry['submodules']) > 1 else 'it'} there, so {part} was "
+            f"judged on its own wiring. Fix {other}: its own checks say how.")})
+    return lines

@@ -28,20 +28,21 @@ from hypothesis.internal.constants_ast import Constants
 
 from autograder.course import hidden_line_ranges
 from autograder.harness.processes import WorkerProcess
-from autograder.harness.remote import RemoteCode, StudentError
+from autograder.harness.remote import RemoteCode, StandInCode, StudentError
 from autograder.harness.sandbox import Unconfined
 from autograder.judge.checks import CheckFailure
-from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence
+from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence, stand_ins
 from autograder.judge.internals import scan_submission, submission_loads
 from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, add_options, from_options
 from autograder.results import (STOPPING, UNCONFINED_WARNING, CheckResult, Diagnosis, Failure, FailureKind, RunResults,
-                                files_unconfined, total, write_run)
+                                StandIn, files_unconfined, total, write_run)
 from autograder.text import printable
 
 POINTS_FILE = "points.toml"
+STAND_INS_FILE = "stand_ins.py"
 NO_LOCAL_CONSTANTS = Constants()
 
 def use_grading_examples() -> None:
@@ -127,6 +128,7 @@ LAB = pytest.StashKey[Lab]()
 CHECKS_DIR = pytest.StashKey[Path]()
 CALLS = pytest.StashKey[list]()
 FAILED_CALLS = pytest.StashKey[dict]()  # {node id: the calls of a check that failed}
+STOOD_IN = pytest.StashKey[tuple]()
 DIAGNOSER = pytest.StashKey[object]()
 REPLAYED = pytest.StashKey[bool]()
 REFERENCE_ROOT = pytest.StashKey[Path]()
@@ -204,12 +206,19 @@ def student(request):
     # many names its code claims (the judge charges what it called: remote.Handle).
     proxy = RemoteCode(root, timeout=limits.call_timeout, confined=confined(config), budget=limits.module_budget,
                        total_budget=limits.module_budget * len(lab.modules), reaches=tuple(reaches),
-                       loads=submission_loads(Path(root), lab.modules))
+                       loads=submission_loads(Path(root), lab.modules), stand_ins=stand_in_code(config))
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
     if not config.stash.get(SEALED, False):
         config.stash[NOTES] = proxy.notes
+
+
+def stand_in_code(config) -> StandInCode | None:
+    """The lab's stand-ins (``stand_in`` in lab.toml, functions of the checks' stand_ins.py), if any."""
+    path, lab = config.stash[CHECKS_DIR] / STAND_INS_FILE, config.stash[LAB]
+    functions = {part.id: part.stand_in for part in lab.parts if part.stand_in}
+    return StandInCode(path.read_text(encoding="utf-8"), functions) if functions and path.is_file() else None
 
 
 def confined(config) -> bool:
@@ -279,7 +288,9 @@ def pytest_runtest_call(item):
     finally:
         recording = student.end_check()
         item.stash[CALLS] = recording.calls
-    if replay_enabled(item.config) and not item.stash.get(REPLAYED, False):
+        item.stash[STOOD_IN] = tuple(StandIn(**event) for event in student.stood_in)
+    # A run where a stand-in answered is not replayed: a replay would not hear of it.
+    if replay_enabled(item.config) and not item.stash.get(REPLAYED, False) and not item.stash[STOOD_IN]:
         _replays.remember(replay_key(item), recording)
     return result
 
@@ -339,6 +350,8 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = grader_error_message(call.excinfo)
     if call.when == "call" and item.stash.get(REPLAYED, False):
         report.user_properties = [*report.user_properties, ("replayed", True)]
+    if call.when == "call" and item.stash.get(STOOD_IN, ()):
+        report.user_properties = [*report.user_properties, ("stood_in", item.stash[STOOD_IN])]
     if call.when == "call" and report.failed:
         report.user_properties = [*report.user_properties, ("message", str(report.longrepr)),
                                   ("failure", failure_of(verdict, call.excinfo.typename,
@@ -412,6 +425,7 @@ class Scoreboard:
             props["part"], props["check"], props["points"], True, props["hidden"], about=props["about"],
             id=report.nodeid))
         check.replayed = check.replayed or props.get("replayed", False)
+        check.stood_in = check.stood_in or props.get("stood_in", ())
         if report.failed or (report.skipped and report.when == "call"):
             check.passed = False
             # Without the known mistakes: the reports say those once per part.
@@ -463,6 +477,8 @@ class Scoreboard:
                 write(f"  hint: {hint(first)}")
                 for dependency in dependencies(lab, part, checks):
                     write(f"  {dependency_label(dependency)}: {dependency_sentence(part, dependency)}")
+            for stood in stand_ins(part, row.checks):
+                write(printable(f"{part}: {stood['label']}: {stood['sentence']}"))
         for reach in self.config.stash.get(REACHES, [])[:5]:
             write(printable(f"not allowed: {reach.file} line {reach.line}: your code {reach.what}, reaching into internals "
                             "(the checks that forbid a library function or count calls give no points)"), red=True)

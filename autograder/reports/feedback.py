@@ -16,7 +16,7 @@ import jinja2
 import mistune
 from markupsafe import Markup
 
-from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence
+from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence, stand_ins
 from autograder.lab import Lab
 from autograder.reports.heatmap import heatmap_svg
 from autograder.reports.records import hidden_line
@@ -132,7 +132,7 @@ def feedback_view(lab: Lab, record: SubmissionResult, hidden: bool = True) -> di
             "mistakes": sorted((m for m in mistakes if m["public"] or m["hidden"]),
                                key=lambda m: (-(m["public"] + m["hidden"]), m["id"])),
             "depends": [{"label": dependency_label(d), "sentence": dependency_sentence(part, d)}
-                        for d in dependencies(lab, part, seen)],
+                        for d in dependencies(lab, part, seen)] + stand_ins(part, seen),
             "failed": once_per_fact(failed),
             "passed_checks": [c.name for c in public if c.passed],
             "hidden": {"passed": sum(c.passed for c in secret), "total": len(secret),

@@ -9,8 +9,9 @@ from hypothesis import given, strategies as st
 
 from autograder.judge.checks import (backpropagate, expect_children, expect_close, expect_gradient, expect_reused, expect_wired,
                                      in_eval_mode, load_weights, random_tensor)
-from trusted import (D_FF, DECODER_PARTS, EMBEDDING_DIM, HEADS, SETUP, TOKENS, decoder, decoder_state, own_parts,
-                     torch_decoder_output, trusted_parts, with_dropout)
+from trusted import (D_FF, DECODER_PARTS, EMBEDDING_DIM, HEADS, SETUP, TOKENS, decoder, decoder_state,
+                     end_to_end_tolerance, own_parts, torch_decoder_output, trusted_parts, with_dropout,
+                     with_stand_ins)
 
 DROPOUT = "torch.nn.modules.dropout.Dropout"
 STATE = decoder_state(71, EMBEDDING_DIM, D_FF)
@@ -21,10 +22,12 @@ OTHER_STATE = decoder_state(171, EMBEDDING_DIM, OTHER_D_FF)
 TOLERANCE = {"atol": 1e-5, "rtol": 1e-4}
 
 
-def loaded(side, state=STATE, d_model=EMBEDDING_DIM, num_heads=HEADS, d_ff=D_FF, dropout=0.0):
+def loaded(side, state=STATE, d_model=EMBEDDING_DIM, num_heads=HEADS, d_ff=D_FF, dropout=0.0, end_to_end=False):
+    """The student's layer with the weights ``state``; its sub-layers stood in for where they fail,
+    except in an end-to-end check (lab.toml's `end_to_end`), which judges the whole."""
     layer = side.decoder.DecoderLayer(d_model, num_heads, d_ff, dropout)
     load_weights(layer, state, f"DecoderLayer({d_model}, {num_heads}, {d_ff}, dropout={dropout:g})")
-    return layer
+    return layer if end_to_end else with_stand_ins(layer, DECODER_PARTS, num_heads)
 
 
 def expect_own_wiring(layer, x, memory, state, num_heads, d_ff, what, tolerance=TOLERANCE):
@@ -73,14 +76,15 @@ def test_decoder_matches_torch_document_setup(student):
     """End to end (the declared share that depends on every sub-layer): 001's set-up, as PyTorch's
     nn.TransformerDecoderLayer(32, 2, 64, dropout=0.0, batch_first=True) with the same weights and a causal
     tgt_mask."""
-    expect_close(loaded(student)(X, MEMORY), torch_decoder_output(STATE, X, MEMORY, HEADS, D_FF),
+    expected = torch_decoder_output(STATE, X, MEMORY, HEADS, D_FF)
+    expect_close(loaded(student, end_to_end=True)(X, MEMORY), expected,
                  f"DecoderLayer(32, 2, 64)(x, memory) on x and memory of shape (1, 7, 32) ({SETUP}), vs "
-                 "nn.TransformerDecoderLayer", **TOLERANCE)
+                 "nn.TransformerDecoderLayer", **end_to_end_tolerance(expected))
 
 
 def test_decoder_is_causal(student):
     """Contract: no output position depends on a later target token (the memory is seen in full)."""
-    layer = loaded(student)
+    layer = loaded(student, end_to_end=True)
     for position in (0, 3, 5):
         changed = X.clone()
         changed[:, position + 1:] = random_tensor(76 + position, 1, TOKENS - position - 1, EMBEDDING_DIM)

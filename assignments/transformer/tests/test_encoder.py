@@ -11,7 +11,8 @@ from hypothesis import given, strategies as st
 from autograder.judge.checks import (backpropagate, expect_children, expect_close, expect_gradient, expect_reused, expect_wired,
                                      in_eval_mode, load_weights, random_tensor)
 from trusted import (D_FF, EMBEDDING_DIM, ENCODER_PARTS, HEADS, SETUP, TOKENS, encoder, encoder_state,
-                     future_positions, own_parts, torch_encoder_output, trusted_parts, with_dropout)
+                     end_to_end_tolerance, future_positions, own_parts, torch_encoder_output, trusted_parts,
+                     with_dropout, with_stand_ins)
 
 DROPOUT = "torch.nn.modules.dropout.Dropout"
 STATE = encoder_state(61, EMBEDDING_DIM, D_FF)
@@ -22,10 +23,12 @@ OTHER_STATE = encoder_state(161, EMBEDDING_DIM, OTHER_D_FF)
 TOLERANCE = {"atol": 1e-5, "rtol": 1e-4}
 
 
-def loaded(side, state=STATE, d_model=EMBEDDING_DIM, num_heads=HEADS, d_ff=D_FF, dropout=0.0):
+def loaded(side, state=STATE, d_model=EMBEDDING_DIM, num_heads=HEADS, d_ff=D_FF, dropout=0.0, end_to_end=False):
+    """The student's layer with the weights ``state``; its sub-layers stood in for where they fail,
+    except in an end-to-end check (lab.toml's `end_to_end`), which judges the whole."""
     layer = side.encoder.EncoderLayer(d_model, num_heads, d_ff, dropout)
     load_weights(layer, state, f"EncoderLayer({d_model}, {num_heads}, {d_ff}, dropout={dropout:g})")
-    return layer
+    return layer if end_to_end else with_stand_ins(layer, ENCODER_PARTS, num_heads)
 
 
 def expect_own_wiring(layer, x, mask, state, num_heads, d_ff, what, tolerance=TOLERANCE):
@@ -69,9 +72,10 @@ def test_encoder_wiring_with_mask_and_other_sizes(student):
 def test_encoder_matches_torch_document_setup(student):
     """End to end (the declared share that depends on every sub-layer): 001's set-up, as PyTorch's
     nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0, batch_first=True) with the same weights."""
-    expect_close(loaded(student)(X), torch_encoder_output(STATE, X, HEADS, D_FF),
+    expected = torch_encoder_output(STATE, X, HEADS, D_FF)
+    expect_close(loaded(student, end_to_end=True)(X), expected,
                  f"EncoderLayer(32, 2, 64)(x) on x of shape (1, 7, 32) ({SETUP}), vs nn.TransformerEncoderLayer",
-                 **TOLERANCE)
+                 **end_to_end_tolerance(expected))
 
 
 def test_encoder_output_is_normalised(student):
