@@ -75,7 +75,7 @@ $(DEV_READY): requirements-dev.txt $(READY)
 ## make test: the linter, then the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
 test: $(DEV_READY)
 	$(PY) -m ruff check .
-	$(PY) -m pytest tests -n auto --maxprocesses=4
+	$(PY) -m pytest tests -n auto --maxprocesses=4 --dist loadgroup
 
 # The kit's tests write bytecode as Python does by default (a module compiled once, by the first process that
 # imports it: a judge's clean process too), even where PYTHONDONTWRITEBYTECODE is set: .venv then needs no

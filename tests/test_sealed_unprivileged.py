@@ -29,7 +29,10 @@ from autograder.results import UNCONFINED_WARNING
 from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, SOLUTIONS
 
-pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+# Slow: grades, or starts processes (left out of make test-fast). One xdist worker runs them all (make test's
+# --dist loadgroup): the folders on the way to the kit's Python are opened for the module's user and restored
+# after, which a second worker's copy of the fixture would undo under the first one's feet.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("unprivileged-user")]
 
 SECRET = "BEGIN-OPENSSH-PRIVATE-KEY-of-the-instructor"
 HIDDEN_CHECKS = LAB.checks / "test_masking.py"  # holds the hidden checks' source
