@@ -611,7 +611,13 @@ def probe() -> Report:
 
 def refuse_unconfined() -> None:
     """Raise :class:`Unconfined` unless a worker confined here proves its files confined (:func:`probe`,
-    10 ms; every worker proves it again itself, and refuses to serve where it cannot)."""
-    refused = probe().refused
+    10 ms, once a process: a cohort's labs are graded on one machine; every worker proves it again itself,
+    and refuses to serve where it cannot)."""
+    refused = _refusal()
     if refused:
         raise Unconfined(refused)
+
+
+@functools.cache
+def _refusal() -> str | None:
+    return probe().refused
