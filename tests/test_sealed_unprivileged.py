@@ -13,7 +13,10 @@ write into the instructor's home and plant a ``.pth`` in the kit's ``.venv``. Th
   so in red in every report.
 """
 
+import contextlib
 import csv
+import fcntl
+import json
 import os
 import pwd
 import shutil
@@ -114,10 +117,41 @@ def blocked_for(user: pwd.struct_passwd, *targets: Path) -> list[Path]:
     return sorted(set(blocked))
 
 
-@pytest.fixture(scope="module")
+OPENED_STATE = Path(tempfile.gettempdir()) / "ag-instructor-opened.json"  # the modes to restore, and its lock
+
+
+@contextlib.contextmanager
+def opened_for(user: pwd.struct_passwd, *targets: Path):
+    """Give others search permission on the folders on the way to ``targets`` that ``user`` cannot pass, while
+    any test session on this machine needs it: each holds a shared lock; the first records the modes, the
+    last (the one that can take the lock alone) restores them (another session restoring them under this
+    one's feet stopped its instructor from starting Python)."""
+    with open(f"{OPENED_STATE}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        modes = json.loads(OPENED_STATE.read_text()) if OPENED_STATE.exists() else {}
+        for folder in blocked_for(user, *targets):
+            modes.setdefault(str(folder), stat.S_IMODE(folder.stat().st_mode))
+            folder.chmod(modes[str(folder)] | stat.S_IXOTH)
+        OPENED_STATE.write_text(json.dumps(modes))
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            yield [Path(folder) for folder in modes]
+        finally:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another session still needs them: it restores them
+            for folder, mode in json.loads(OPENED_STATE.read_text()).items():
+                Path(folder).chmod(mode)
+            OPENED_STATE.unlink()
+
+
+# Once a session: xdist may run another module's tests between these, and a module-scoped copy would be made
+# again after restoring the folders' modes (the make check test then could not start the kit's Python).
+@pytest.fixture(scope="session")
 def instructor():
     """An unprivileged user with a home holding an SSH key: the instructor. As root, a user made for
-    this module, its home in the system's temporary folder (not pytest's, which any other pytest session
+    this session, its home in the system's temporary folder (not pytest's, which any other pytest session
     starting makes private again); the folders on the way to the kit's Python get search permission for
     others while it runs, restored after. Without root, the user running the tests."""
     if os.getuid() != 0:
@@ -132,19 +166,14 @@ def instructor():
     subprocess.run(["useradd", "--no-user-group", "--gid", "nogroup", "--home-dir", str(home), "--create-home",
                     "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
     user = pwd.getpwnam(name)
-    opened = blocked_for(user, Path(sys.executable).resolve(), KIT, home)
-    modes = {folder: folder.stat().st_mode for folder in opened}
-    try:
-        for folder in opened:
-            folder.chmod(stat.S_IMODE(modes[folder]) | stat.S_IXOTH)
-        yield user, home, opened
-    finally:
-        for folder, mode in modes.items():
-            folder.chmod(stat.S_IMODE(mode))
-        # What the unconfined run's attacker left running (its own user: nothing else is killed).
-        subprocess.run(["pkill", "-KILL", "-u", str(user.pw_uid)], check=False, capture_output=True)
-        subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
-        shutil.rmtree(home.parent, ignore_errors=True)
+    with opened_for(user, Path(sys.executable).resolve(), KIT, home) as opened:
+        try:
+            yield user, home, opened
+        finally:
+            # What the unconfined run's attacker left running (its own user: nothing else is killed).
+            subprocess.run(["pkill", "-KILL", "-u", str(user.pw_uid)], check=False, capture_output=True)
+            subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
+            shutil.rmtree(home.parent, ignore_errors=True)
 
 
 def as_instructor(user, home: Path, command: list[str], seccomp_refuses: tuple[str, ...] = ()):
