@@ -3,8 +3,12 @@
 import pytest
 import torch
 
-from autograder.harness.remote import RemoteCode, RemoteFunction, StudentError
-from autograder.judge.checks import CheckFailure, expect_calls, expect_close
+from types import SimpleNamespace
+
+from autograder.harness.codec import HandleRef
+from autograder.harness.remote import Handle, RemoteCode, RemoteFunction, StudentError, SublayerCall
+from autograder.judge.checks import (CheckFailure, expect_calls, expect_close, expect_gradients_reach,
+                                     expect_random_only_in_training, expect_wires)
 from autograder.results import FailureKind
 
 
@@ -155,3 +159,54 @@ def test_a_malformed_answer_is_the_submissions_failure_never_a_broken_check(call
 def test_a_well_formed_answer_passes_through():
     assert RemoteFunction(Forged({"result": 1, "counts": {"torch.dot": 2}}), "m.f").counting(("torch.dot",)) == \
         (1, {"torch.dot": 2})
+
+
+@pytest.mark.parametrize("answer", [torch.zeros(1), {"result": 1}, {"result": 1, "sublayer_calls": "x"},
+                                    {"result": 1, "sublayer_calls": [{"submodule": "ff", "args": [], "kwargs": {}}]},
+                                    {"result": 1, "sublayer_calls": [{"submodule": 3, "args": [], "kwargs": {},
+                                                                      "output": 1}]}])
+def test_a_malformed_account_of_sublayer_calls_is_the_submissions_failure(answer):
+    forged = Forged(answer)
+    forged._shared = SimpleNamespace(stand_ins=object())  # the lab declares stand-ins: its sub-layers are watched
+    with pytest.raises(StudentError) as caught:
+        Handle(forged, HandleRef(1, "encoder.EncoderLayer"), "encoder.EncoderLayer").with_sublayer_calls(torch.zeros(1))
+    assert caught.value.kind == FailureKind.BAD_VALUE and caught.value.where == "encoder.EncoderLayer.forward"
+
+
+class Traced:
+    """A layer whose forward answered ``output`` after calling its sub-layers as ``calls`` say."""
+
+    def __init__(self, output, *calls):
+        self.answer = output, [SublayerCall(name, args, {}, out) for name, args, out in calls]
+
+    def with_sublayer_calls(self, *inputs):
+        return self.answer
+
+
+def test_a_layer_is_judged_one_wire_at_a_time_on_its_own_sublayers():
+    x, a = torch.ones(2), torch.full((2,), 2.0)
+    wires = (("f must get x", lambda calls, inputs, output: (calls["f"].argument(0, "x"), inputs[0])),
+             ("the layer must answer g(x + f(x))", lambda calls, inputs, output: (output, calls["g"].output)))
+    right = Traced(torch.zeros(2), ("f", (x,), a), ("g", (x + a,), torch.zeros(2)))
+    expect_wires(right, (x,), wires, "layer(x)", reference=torch.ones(2), atol=1e-6)  # its own sub-layers, wired right
+    wrong_input = Traced(torch.zeros(2), ("f", (a,), a), ("g", (x + a,), torch.zeros(2)))
+    expect_wires(wrong_input, (x,), wires[1:], "layer(x)", reference=torch.ones(2), atol=1e-6)  # its other wire holds
+    assert "layer(x): f must get x" in message(
+        lambda: expect_wires(wrong_input, (x,), wires, "layer(x)", reference=torch.ones(2), atol=1e-6))
+    never = Traced(torch.zeros(2), ("f", (x,), a))
+    assert message(lambda: expect_wires(never, (x,), wires, "layer(x)", reference=torch.ones(2), atol=1e-6)) == \
+        "layer(x): the layer must answer g(x + f(x)), but the layer never called its g"
+    expect_wires(Traced(torch.ones(2)), (x,), wires, "layer(x)", reference=torch.ones(2), atol=1e-6)  # the trusted answer
+
+
+def test_what_holds_of_gradients_and_random_zeroing_whatever_the_wiring():
+    answer = {"inputs": [torch.ones(1), None], "parameters": {"w": torch.ones(1), "b": None}}
+    assert "with respect to memory: missing" in message(lambda: expect_gradients_reach(answer, ("x", "memory"), ["w"], "L"))
+    assert "with respect to b: missing" in message(lambda: expect_gradients_reach(answer, ("x",), ["w", "b"], "L"))
+    expect_gradients_reach(answer, ("x",), ["w"], "L")
+    plain, zeroed = torch.ones(4), torch.tensor([0.0, 2.0, 2.0, 0.0])
+    expect_random_only_in_training(plain, plain, zeroed, "L(x) in eval mode", "L with p=0", "L(x)")
+    assert "L(x) in eval mode, against L with p=0" in message(
+        lambda: expect_random_only_in_training(zeroed, plain, zeroed, "L(x) in eval mode", "L with p=0", "L(x)"))
+    assert "answered exactly as L with p=0" in message(
+        lambda: expect_random_only_in_training(plain, plain, plain, "L(x) in eval mode", "L with p=0", "L(x)"))

@@ -207,6 +207,8 @@ def test_wrong_module_fails_the_checks_that_catch_it(wrong_modules_graded, lab, 
         assert results["reaches"] and row["points"] < row["max_points"], results["reaches"]
     else:
         assert 0 < row["points"] < row["max_points"], "a single mistake earns partial points"
+    # One wrong wire of a layer built on others costs its block's check and the declared end-to-end share.
+    assert row["max_points"] - row["points"] <= entry.get("costs_at_most", row["max_points"]), failed_in(results, part)
     checks = [c for c in results["checks"] if c["part"] == part]  # the parts built on it: the test above
     named = {mistake_id for c in checks for mistake_id in c.get("diagnoses", [])}
     assert not named & set(entry.get("not_diagnosed", [])), named

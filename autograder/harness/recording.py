@@ -12,9 +12,12 @@ from autograder.results import FailureKind
 
 
 def answer_value(message: dict):
-    """What a call answered: its value, with the library calls it made when the request counted them."""
+    """What a call answered: its value, with the library calls it made when the request counted them, or
+    the calls of its watched submodules when the request asked for them."""
     if "counts" in message:
         return {"result": message["ok"], "counts": message["counts"]}
+    if "sublayer_calls" in message:
+        return {"result": message["ok"], "sublayer_calls": message["sublayer_calls"]}
     return message["ok"]
 
 

@@ -525,6 +525,27 @@ class RemoteFunction:
         return answer
 
 
+@dataclass(frozen=True)
+class SublayerCall:
+    """One call of a watched submodule during a layer's forward (:meth:`Handle.with_sublayer_calls`):
+    its arguments as it got them and its answer as it gave it (tensors, plain scalars, None for
+    anything else)."""
+
+    submodule: str  # the layer's name for it ("self_attn")
+    args: tuple
+    kwargs: dict
+    output: object
+
+    def argument(self, index: int, name: str):
+        """The argument at position ``index``, or passed as ``name``; None when not given."""
+        return self.args[index] if index < len(self.args) else self.kwargs.get(name)
+
+    @staticmethod
+    def well_formed(said) -> bool:
+        return (isinstance(said, dict) and isinstance(said.get("submodule"), str) and isinstance(said.get("args"), list)
+                and isinstance(said.get("kwargs"), dict) and "output" in said)
+
+
 class Handle:
     """An ``nn.Module`` the submission built; it lives in the worker.
 
@@ -582,6 +603,22 @@ class Handle:
             wired = {name: [part, code.functions[part]] for name, part in parts.items() if part in code.functions}
             self._method("stand_in", wired, code.source, arguments)
         return self
+
+    def with_sublayer_calls(self, *args, **kwargs) -> tuple:
+        """Forward, and the calls it made, in order, of the submodules a stand-in watches
+        (:meth:`standing_in`): ``(output, [SublayerCall])``, what each sub-layer got and gave, so a
+        check can judge a layer's wires one by one."""
+        if self._student._shared.stand_ins is None:
+            raise RuntimeError("a layer's sub-layer calls are watched by its stand-ins: declare `stand_in` for the "
+                               "parts it uses in lab.toml")
+        where = f"{self.origin}.forward"
+        answer = self._student.request({"op": "method", "handle": self._ref.id, "name": "forward", "args": list(args),
+                                        "kwargs": kwargs, "target": where, "sublayer_calls": True})
+        calls = answer.get("sublayer_calls") if isinstance(answer, dict) else None
+        if not (isinstance(calls, list) and all(SublayerCall.well_formed(c) for c in calls)):
+            raise StudentError(FailureKind.BAD_VALUE, f"{where}: malformed answer from the worker", where=where)
+        return answer["result"], [SublayerCall(printable(c["submodule"])[:100], tuple(c["args"]), c["kwargs"],
+                                               c["output"]) for c in calls]
 
     def grad(self, *args, upstream=None, computed: tuple[int, ...] = (), **kwargs) -> dict:
         """Forward, backpropagate ``upstream`` and return ``{"output", "inputs", "parameters": {name:

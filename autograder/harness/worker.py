@@ -37,7 +37,10 @@ instead of running while it is served: a part that asks students to write one th
 and ``"count": [names]`` (library functions whose calls are counted: the answer is then
 ``{"ok": value, "counts": {name: calls}}``), so a check judges the form of code by running it.
 An answer to a request during which a stand-in answered for a submodule carries ``"stood_in":
-[{"submodule", "part", "why", "file", "line"}]``.
+[{"submodule", "part", "why", "file", "line"}]``. A request with ``"sublayer_calls": true`` is answered
+``{"ok": value, "sublayer_calls": [{"submodule", "args", "kwargs", "output"}]}``: every call, in order, of
+the submodules a stand-in watches (their tensors as the call got and gave them), so a check can judge
+each wire of a layer on its own.
 A request's ``"seed"`` may be ``"continue"``: the RNG is left where the previous request left it, so
 several calls draw on one random stream in order, as the calls inside one forward pass do.
 Any request may carry ``"fresh": true`` (the first request of each check does): the worker
@@ -382,6 +385,7 @@ class Worker:
             torch.default_generator.manual_seed(DEFAULT_SEED if seed is None else int(seed))
         self.guards.serving(request)
         self.imports.serving(request)
+        self.stand_ins.calls = [] if request.get("sublayer_calls") else None
         with self.guards.enforcing():
             return self.run(request)
 
@@ -474,6 +478,7 @@ class StandIns:
         self.root = root
         self.events: list[dict] = []
         self.namespaces: dict[str, dict] = {}  # by source
+        self.calls: list[dict] | None = None  # the watched submodules' calls, when the request asks for them
 
     def install(self, layer: torch.nn.Module, parts: dict, source: str, arguments: dict) -> None:
         if source not in self.namespaces:
@@ -496,6 +501,16 @@ class StoodIn:
         self.stand_ins, self.name, self.part, self.own, self.stand_in = stand_ins, name, part, own, stand_in
 
     def __call__(self, *args, **kwargs):
+        calls = self.stand_ins.calls
+        if calls is None or len(calls) >= MAX_SUBLAYER_CALLS:
+            return self.answer(*args, **kwargs)
+        call = {"submodule": self.name, "args": [kept(a) for a in args],  # as given: the call may change them
+                "kwargs": {str(k): kept(v) for k, v in kwargs.items()}}
+        answer = self.answer(*args, **kwargs)
+        calls.append({**call, "output": kept(answer)})
+        return answer
+
+    def answer(self, *args, **kwargs):
         try:
             answer = self.own(*args, **kwargs)
         except (Forbidden, MemoryError):
@@ -527,6 +542,17 @@ class StoodIn:
         if event not in self.stand_ins.events:
             self.stand_ins.events.append(event)
         return answer
+
+
+MAX_SUBLAYER_CALLS = 64  # a layer calls each sub-layer once or twice; a loop's calls are not all kept
+
+
+def kept(value):
+    """A watched call's argument or answer as the judge gets it: a tensor's values at that moment, a
+    plain scalar as it is, anything else as None."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    return value if value is None or isinstance(value, (bool, int, float)) else None
 
 
 def backpropagate(out: torch.Tensor, upstream: torch.Tensor) -> None:
@@ -664,8 +690,11 @@ def run(root: str, sock: socket.socket, report=None) -> None:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 counts, worker.guards.counted, worker.guards.forbidden = worker.guards.counted, {}, frozenset()
                 stood_in, worker.stand_ins.events = worker.stand_ins.events, []
+                calls, worker.stand_ins.calls = worker.stand_ins.calls, None
             if request.get("count"):
                 answer["counts"] = counts
+            if calls is not None:
+                answer["sublayer_calls"] = calls
             if stood_in:
                 answer["stood_in"] = stood_in
             frame = encode(answer)

@@ -11,6 +11,7 @@ differing matrix for a picture (:mod:`autograder.judge.pictures`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -88,12 +89,12 @@ def _close_entries(a: torch.Tensor, e: torch.Tensor, atol: float, rtol: float, e
     return close | (torch.isnan(a) & torch.isnan(e)) if equal_nan else close
 
 
-def is_close(actual, expected, *, atol: float, rtol: float = 0.0) -> bool:
+def is_close(actual, expected, *, atol: float, rtol: float = 0.0, equal_nan: bool = False) -> bool:
     """Whether :func:`expect_close` would accept ``actual`` (no message, no failure)."""
     if not isinstance(actual, torch.Tensor) or actual.shape != torch.as_tensor(expected).shape:
         return False
     expected = torch.as_tensor(expected).detach().to(torch.float64)
-    return bool(_close_entries(actual.detach().to(torch.float64), expected, atol, rtol).all())
+    return bool(_close_entries(actual.detach().to(torch.float64), expected, atol, rtol, equal_nan).all())
 
 
 def expect_close(actual, expected, what: str, *, atol: float = 1e-4, rtol: float = 0.0, source: str = "",
@@ -150,6 +151,29 @@ def expect_unmodified(original: torch.Tensor, after, what: str) -> None:
              "method ending in _, such as add_ or masked_fill_, write into x)")
 
 
+GRAPH_CUT = ("missing, got None (the computation graph was cut: no .detach(), torch.no_grad(), .data or new tensors "
+             "built from .tolist()/.item() on the way)")
+
+
+def expect_gradients_reach(answer: dict, inputs: tuple[str, ...], parameters, what: str) -> None:
+    """Every input named in ``inputs`` and every parameter in ``parameters`` got a gradient (``answer``:
+    :meth:`~autograder.harness.remote.Handle.grad`'s): what holds of a layer's gradients however it is wired."""
+    got = [*zip(inputs, answer["inputs"]), *((name, answer["parameters"].get(name)) for name in parameters)]
+    for name, gradient in got:
+        if gradient is None:
+            fail(f"gradient of {what}'s output with respect to {name}: {GRAPH_CUT}")
+
+
+def expect_random_only_in_training(evaluated, plain, trained, evaluated_what: str, plain_what: str, what: str) -> None:
+    """What holds of a layer that zeroes at random however it is wired: in eval mode (``evaluated``) it
+    answers as the same layer with a zeroing probability of 0 (``plain``, named ``plain_what``), in
+    training mode (``trained``) otherwise. ``evaluated_what`` names the eval mode call (:func:`in_eval_mode`)."""
+    expect_close(evaluated, plain, f"{evaluated_what}, against {plain_what}", atol=1e-6, equal_nan=True)
+    if is_close(trained, plain, atol=0.0):
+        fail(f"{what} in training mode: answered exactly as {plain_what} (in training mode activations are zeroed "
+             "at random)")
+
+
 def expect_gradient(got, expected, what: str, atol: float = 1e-5, rtol: float = 1e-4,
                     constants: dict[str, float] | None = None, wired: bool = False) -> None:
     """A gradient that exists (the graph reaches it) and equals trusted autograd's; the message
@@ -158,8 +182,7 @@ def expect_gradient(got, expected, what: str, atol: float = 1e-5, rtol: float = 
     if wired and expected is None and got is None:
         return
     if got is None:
-        fail(f"{what}: missing, got None (the computation graph was cut: no .detach(), "
-             "torch.no_grad(), .data or new tensors built from .tolist()/.item() on the way)")
+        fail(f"{what}: {GRAPH_CUT}")
     if wired and expected is None:
         fail(f"{what}: expected none, as your own submodules give none, got a gradient")
     expect_close(got, expected, f"{what}: wrong", atol=atol, rtol=rtol, constants=constants, equal_nan=wired)
@@ -252,6 +275,39 @@ def expect_wired(actual, composed, what: str, *, reference=None, atol: float, rt
         return
     expect_close(actual, composed, f"{what}, against your own submodules wired as the docstring says",
                  atol=atol, rtol=rtol, equal_nan=True)
+
+
+class _FirstCalls(dict):
+    """The first call of each watched submodule; a submodule never called fails the wire that needs it."""
+
+    def __init__(self, calls, what: str, says: str):
+        super().__init__()
+        for call in calls:
+            self.setdefault(call.submodule, call)
+        self.what, self.says = what, says
+
+    def __missing__(self, name: str):
+        fail(f"{self.what}: {self.says}, but the layer never called its {name}")
+
+
+def expect_wires(layer, inputs: tuple, wires: tuple[tuple[str, Callable], ...], what: str, *, reference,
+                 atol: float, rtol: float = 0.0) -> None:
+    """A layer built on others judged one wire at a time, so a wrong wire fails only the check of the
+    block it is in. Each wire is ``(says, judge)``: what the contract says one sub-layer must get, or
+    what the layer must make of their answers, and ``judge(calls, inputs, output) -> (got, expected)``
+    over the layer's calls of its own sub-layers (``calls[name]``: the first
+    :class:`~autograder.harness.remote.SublayerCall` of that submodule, a stand-in's answer included:
+    :meth:`~autograder.harness.remote.Handle.with_sublayer_calls`), its inputs and its output. An output
+    equal to ``reference`` (the trusted layer) has every wire right, however it computed it."""
+    output, calls = layer.with_sublayer_calls(*inputs)
+    if is_close(output, reference, atol=atol, rtol=rtol):
+        return
+    for says, judge in wires:
+        try:
+            got, expected = judge(_FirstCalls(calls, what, says), inputs, output)
+        except (TypeError, RuntimeError) as exc:  # a sub-layer gave something the wire's sum cannot take
+            fail(f"{what}: {says}, but it could not be checked ({type(exc).__name__}: {str(exc)[:200]})")
+        expect_close(got, expected, f"{what}: {says}", atol=atol, rtol=rtol, equal_nan=True)
 
 
 class _RemoteStep(torch.autograd.Function):

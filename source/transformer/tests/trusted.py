@@ -179,6 +179,91 @@ def decoder(x, memory, parts, drop=no_dropout):
     return parts["norm3"](x + drop(parts["ff"](x)))                         # (B, T, d)
 
 
+# -- the same wiring as facts, one per wire, judged on what the layer's own sub-layers got and gave --------
+# (checks.expect_wires): a wrong wire fails the check of its block only. A block's last wire is what the
+# layer passes on from it (the next block's input).
+def hidden(mask, queries: int, keys: int) -> torch.Tensor:
+    """The (queries, keys) pairs a mask given to attention hides, as 0/1 floats: True (or, in a float
+    mask, anything but 0) = hidden, the same for every batch entry and head; None hides nothing."""
+    if mask is None:
+        return torch.zeros(queries, keys)
+    hides = torch.as_tensor(mask) != 0
+    try:
+        per_sequence = hides.expand(*hides.shape[:-2], queries, keys).reshape(-1, queries, keys)
+    except (RuntimeError, IndexError):
+        return hides.float()  # not a mask of these sizes: the comparison names its shape
+    same = bool((per_sequence == per_sequence[:1]).all())
+    return per_sequence[0].float() if same else hides.float()
+
+
+def _argument(name: str, index: int, argument: str):
+    """The argument of ``name``'s first call at ``index`` (or passed as ``argument``)."""
+    return lambda calls: calls[name].argument(index, argument)
+
+
+def _attention_wires(name: str, query, keys, mask) -> tuple:
+    """What attention ``name`` must get: ``query`` and ``keys`` (``(says, source(calls, inputs))``, None
+    for a query judged as the previous block's output), as its query, and its key and value, and the
+    mask ``mask`` (``(says, hides(inputs, queries, keys))``)."""
+    def sizes(calls):
+        return calls[name].argument(0, "query").shape[1], calls[name].argument(1, "key").shape[1]
+
+    wires = () if query is None else ((f"{name} must get {query[0]} as its query", lambda calls, inputs, output: (
+        _argument(name, 0, "query")(calls), query[1](calls, inputs))),)
+    return (*wires,
+            (f"{name} must get {keys[0]} as its key", lambda calls, inputs, output: (
+                _argument(name, 1, "key")(calls), keys[1](calls, inputs))),
+            (f"{name} must get {keys[0]} as its value", lambda calls, inputs, output: (
+                _argument(name, 2, "value")(calls), keys[1](calls, inputs))),
+            (f"{name} must get {mask[0]}", lambda calls, inputs, output: (
+                hidden(_argument(name, 3, "mask")(calls), *sizes(calls)), mask[1](inputs, *sizes(calls)))))
+
+
+def _residual(norm: str, block: str, block_input: str, source) -> tuple:
+    """``norm`` must get the residual sum: ``block``'s input (``block_input``, ``source(calls, inputs)``) plus
+    its output."""
+    return (f"{norm} must get the residual sum {block_input} + {block}'s output", lambda calls, inputs, output: (
+        _argument(norm, 0, "x")(calls), source(calls, inputs) + calls[block].output))
+
+
+def _passed_on(norm: str, to: str | None, argument: tuple = (0, "x")) -> tuple:
+    """The block's output, ``norm``'s, is what ``to`` gets (``to`` None: what the layer answers)."""
+    if to is None:
+        return f"the layer must answer {norm}'s output", lambda calls, inputs, output: (output, calls[norm].output)
+    return f"{to} must get {norm}'s output", lambda calls, inputs, output: (
+        _argument(to, *argument)(calls), calls[norm].output)
+
+
+LAYER_INPUT = ("the layer's input x", lambda calls, inputs: inputs[0])
+ENCODER_WIRES = {  # inputs: (x, mask)
+    "attention": (
+        *_attention_wires("self_attn", LAYER_INPUT, LAYER_INPUT, (
+            "the layer's mask (True = hidden)", lambda inputs, queries, keys: hidden(inputs[1], queries, keys))),
+        _residual("norm1", "self_attn", "x", LAYER_INPUT[1]),
+        _passed_on("norm1", "ff")),
+    "feed_forward": (
+        _residual("norm2", "ff", "ff's input", lambda calls, inputs: calls["ff"].argument(0, "x")),
+        _passed_on("norm2", None)),
+}
+DECODER_WIRES = {  # inputs: (x, memory)
+    "self_attention": (
+        *_attention_wires("self_attn", LAYER_INPUT, LAYER_INPUT, (
+            "the causal mask (True strictly above the diagonal)",
+            lambda inputs, queries, keys: future_positions(queries).float())),
+        _residual("norm1", "self_attn", "x", LAYER_INPUT[1]),
+        _passed_on("norm1", "cross_attn", (0, "query"))),
+    "cross_attention": (
+        *_attention_wires("cross_attn", None, ("the encoder's output (memory)", lambda calls, inputs: inputs[1]), (
+            "no mask (it sees all of memory)", lambda inputs, queries, keys: torch.zeros(queries, keys))),
+        _residual("norm2", "cross_attn", "cross_attn's query",
+                  lambda calls, inputs: calls["cross_attn"].argument(0, "query")),
+        _passed_on("norm2", "ff")),
+    "feed_forward": (
+        _residual("norm3", "ff", "ff's input", lambda calls, inputs: calls["ff"].argument(0, "x")),
+        _passed_on("norm3", None)),
+}
+
+
 def trusted_parts(state: dict, num_heads: int, names: tuple, drop=no_dropout) -> dict:
     """The sub-layers ``names`` computed by the judge from ``state`` (dropout drawn by ``drop``)."""
     def part(name):
