@@ -225,7 +225,7 @@ def record_in_gradebook(options, labs: list[Lab], runs) -> bool:
 
 
 def grade_command(parser, options, labs: list[Lab]) -> int:
-    from autograder.batch.grade import grade_course, labs_submitted
+    from autograder.batch.grade import EnvironmentUnproven, ForeignOutput, grade_course, labs_submitted
     from autograder.harness.sandbox import Unconfined
 
     submissions = submissions_folder(parser, options)
@@ -240,7 +240,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         runs = grade_course(labs, submissions, out, jobs=options.jobs, force=options.force,
                             limits=from_options(options), replay=not options.no_replay, shard=options.shard,
                             files_required=not options.no_confinement)
-    except Unconfined as refused:
+    except (Unconfined, ForeignOutput, EnvironmentUnproven) as refused:
         print(f"error: nothing graded: {refused}", file=sys.stderr)
         return 2
     if not runs:
@@ -251,6 +251,10 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
         for student, why in run.ungraded.items():
             print(f"error: not graded: {run.lab}: {one_line(student)}: {one_line(why)}", file=sys.stderr)
+        if run.removed:
+            names = ", ".join(one_line(name) for name in run.removed[:5]) + (", ..." if len(run.removed) > 5 else "")
+            print(f"{run.lab}: removed the reports of {len(run.removed)} students no longer in the submissions "
+                  f"({names})")
         files = "" if options.shard else "grades.csv, report.html, "
         print(f"{run.lab}: graded {run.graded} submissions ({run.skipped} unchanged, skipped) of "
               f"{run.students} in {run.seconds:.1f} s; mean {run.mean:.1f}; reports in {out / run.lab}/ "
@@ -264,13 +268,14 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
 
 
 def merge_command(parser, options, labs: list[Lab]) -> int:
+    from autograder.batch.grade import ForeignOutput
     from autograder.batch.shard import MergeError, merge
 
     submissions = submissions_folder(parser, options)
     out = options.out.resolve()
     try:
         runs = merge(labs, [folder.resolve() for folder in options.shards], submissions, out)
-    except MergeError as exc:
+    except (MergeError, ForeignOutput) as exc:
         print(f"error: not merged: {exc}", file=sys.stderr)
         return 1
     if not runs:

@@ -195,6 +195,8 @@ class PartResult:
 
 
 NOT_HANDED_IN = "not handed in"
+# The format of summary.json: a record of another format is not read (its student is graded again).
+RECORD_FORMAT = 2
 
 
 @dataclass
@@ -211,6 +213,7 @@ class SubmissionResult:
     reaches: list[dict] = field(default_factory=list)  # where the code reaches into internals (judge.internals)
     seconds: float = 0.0
     unconfined: bool = False  # its code ran where its files were not confined (--no-confinement)
+    provenance: dict = field(default_factory=dict)  # what produced it (autograder.batch.provenance)
 
     @property
     def checks(self) -> list[CheckResult]:
@@ -227,6 +230,7 @@ class SubmissionResult:
     def to_json(self) -> dict:
         """The record as ``summary.json`` holds it; a hidden check's message is never written."""
         return {
+            "format": RECORD_FORMAT, "provenance": self.provenance,
             "lab": self.lab, "student": self.student, "handed_in": self.handed_in, "status": self.status,
             "public_status": self.public_status, "notes": self.notes, "reaches": self.reaches,
             "parts": {p.id: {"points": p.points, "max_points": p.max_points, "misconceptions": p.misconceptions}
@@ -245,6 +249,8 @@ class SubmissionResult:
 
     @classmethod
     def from_json(cls, data: dict) -> SubmissionResult:
+        if data.get("format") != RECORD_FORMAT:
+            raise ValueError(f"a record of format {data.get('format')!r}, not {RECORD_FORMAT}")
         parts = {}
         for part, row in data["parts"].items():
             known = {m["id"]: Diagnosis(m["id"], m["title"], m["hint"]) for m in row.get("misconceptions", [])}
@@ -256,7 +262,7 @@ class SubmissionResult:
             parts[part] = PartResult(part, row["max_points"], checks)
         return cls(data["lab"], data["student"], parts, data.get("handed_in", True), data["status"],
                    data.get("public_status", data["status"]), data.get("notes", []), data.get("reaches", []),
-                   data.get("seconds", 0.0), data.get("unconfined", False))
+                   data.get("seconds", 0.0), data.get("unconfined", False), data.get("provenance", {}))
 
 
 def read_record(folder: Path) -> SubmissionResult | None:
@@ -280,6 +286,8 @@ class CohortRun:
     ungraded: dict[str, str] = field(default_factory=dict)  # student -> why no record was written
     warnings: list[str] = field(default_factory=list)  # limits this machine could not enforce
     seconds: float = 0.0
+    again: str = ""  # why students graded before were graded again (autograder.batch.provenance.why_again)
+    removed: list[str] = field(default_factory=list)  # students whose reports were removed: no longer submitted
 
     @property
     def students(self) -> int:

@@ -1,9 +1,12 @@
 """`make grade`: reports, resumption, determinism, bad input; on the demo cohort and on broken uploads."""
 
 import csv
+import dataclasses
+import importlib.metadata
 import io
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -13,7 +16,10 @@ import time
 import pytest
 
 from autograder.batch import grade as batch
+from autograder.batch import provenance
 from autograder.batch.grade import grade
+from autograder.lab import Lab
+from autograder.limits import DEFAULTS
 from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -149,22 +155,96 @@ def test_feedback_and_class_report_name_the_known_mistakes(demo):
     assert "fay" in common[common.index("masking.tril_mask") - 400:common.index("masking.tril_mask") + 200]
 
 
-def test_a_second_run_grades_nothing_and_a_changed_file_is_graded_again(tmp_path):
-    cohort = tmp_path / "cohort"
-    for student in ("amy", "bo"):
-        shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
-    out = tmp_path / "out"
+def reference_cohort(folder, students=("amy", "bo")):
+    for student in students:
+        shutil.copytree(SOLUTIONS, folder / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    return folder
+
+
+def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
+    cohort, out = reference_cohort(tmp_path / "cohort"), tmp_path / "out"
     first = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())  # what is graded, not how: one lane
     assert first.graded == 2
     again = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
-    assert (again.graded, again.skipped) == (0, 2)
+    assert (again.graded, again.skipped, again.again) == (0, 2, "")
     softmax = cohort / "bo" / "attention" / "softmax.py"
     softmax.write_text(softmax.read_text() + "# one more line\n")
     changed = grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
-    assert (changed.graded, changed.skipped) == (1, 1)
+    assert (changed.graded, changed.skipped, changed.again) == (1, 1, "")  # a changed submission is no news
+    # Each input of a grade in turn: both students are staged again, and the line names what changed.
+    now = provenance.run_provenance(LAB, DEFAULTS, True)
+    assert json.loads((batch.student_folder(out, "amy") / batch.FINGERPRINT).read_text()) == \
+        {**now, "submission": json.loads((batch.student_folder(out, "amy") / "summary.json").read_text())[
+            "provenance"]["submission"]}
+    for number, field in enumerate(("kit", "lab", "settings", "python", "torch", "packages")):
+        staged, _, why = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / f"staging{number}", out,
+                                            False, {**now, field: "another"})
+        assert ([s.student for s, *_ in staged], why) == (["amy", "bo"], {"amy": [field], "bo": [field]})
+        assert provenance.why_again("attention", why) == \
+            f"attention: {provenance.CHANGED[field]} changed since these grades: grading 2 again"
+    # What the provenance is made of follows what it names.
+    assert provenance.run_provenance(LAB, dataclasses.replace(DEFAULTS, call_timeout=3.0), True)["settings"] != \
+        now["settings"] != provenance.run_provenance(LAB, DEFAULTS, False)["settings"]
+    assert (now["torch"], now["python"]) == (importlib.metadata.version("torch"), platform.python_version())
+    kit = shutil.copytree(KIT / "autograder", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__"))
+    digest = provenance.digest_files(kit)
+    (kit / "text.py").write_text((kit / "text.py").read_text() + "\n")
+    assert digest == provenance.digest_files(KIT / "autograder") != provenance.digest_files(kit)
+    # A real run under other limits grades both again and says so; a record of another format is graded again.
+    stream = io.StringIO()
+    limits = grade(LAB, cohort, out, jobs=1, stream=stream, limits=dataclasses.replace(DEFAULTS, call_timeout=9.0))
+    assert limits.graded == 2 and stream.getvalue().startswith(
+        "attention: the limits or options changed since these grades: grading 2 again\n"), stream.getvalue()
+    record = batch.student_folder(out, "bo") / "summary.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "format": 1}))
+    older = grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), limits=dataclasses.replace(DEFAULTS, call_timeout=9.0))
+    assert (older.graded, older.again) == (1, "attention: the reports' format changed since these grades: grading 1 again")
     # --force: everyone is staged to be graded again, whatever the reports say (what is staged is graded: above).
-    forced, _ = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / "staging", out, force=True)
+    forced, *_ = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / "staging", out, True, now)
     assert [submission.student for submission, *_ in forced] == ["amy", "bo"]
+
+
+def test_an_output_folder_holds_one_cohorts_reports_and_nothing_else(tmp_path):
+    out = tmp_path / "out"
+    (out / "transformer" / "students" / "zoe").mkdir(parents=True)  # another cohort's lab, this cohort has none of
+    (out / "transformer" / "report.html").write_text("another cohort")
+    batch.grade_course(LABS, reference_cohort(tmp_path / "term1"), out, jobs=1, stream=io.StringIO())
+    assert sorted(p.name for p in out.iterdir()) == [".autograder-output", "attention", "grades.csv"]
+    [run] = batch.grade_course(LABS, reference_cohort(tmp_path / "term2", ("amy",)), out, jobs=1, stream=io.StringIO())
+    assert run.removed == ["bo"] and [p.name for p in (out / "attention" / "students").iterdir()] == ["amy"]
+    assert "the reports of 1 student no longer in the submissions (bo)" in (out / "attention" / "report.html").read_text()
+    # A folder that holds anything else is refused, not written.
+    foreign = tmp_path / "thesis"
+    foreign.mkdir()
+    (foreign / "chapter1.tex").write_text("mine")
+    with pytest.raises(batch.ForeignOutput, match="holds files the kit did not write \\(chapter1.tex\\)"):
+        batch.grade_course(LABS, tmp_path / "term2", foreign, jobs=1, stream=io.StringIO())
+    assert [p.name for p in foreign.iterdir()] == ["chapter1.tex"]
+
+
+def test_the_reference_solution_proves_the_environment_before_a_cohort_is_graded(tmp_path, monkeypatch):
+    """A check whose expected values this environment gets otherwise (simulated: one doubled) fails the
+    reference first: nothing is graded, and the message names the check and the packages found."""
+    checks = shutil.copytree(LAB.source, tmp_path / LAB.name, ignore=shutil.ignore_patterns("__pycache__")) / "tests"
+    test = checks / "test_scores.py"
+    test.write_text(test.read_text().replace("expect_document(scores, QUERY2_SCORES,", "expect_document(scores, 2 * QUERY2_SCORES,"))
+    real = Lab.checks
+    monkeypatch.setattr(Lab, "checks", property(lambda lab: checks if lab.name == LAB.name else real.fget(lab)))
+    monkeypatch.setattr(batch, "unpinned", lambda: ["torch 2.11.0 (pinned 2.13.0)"])
+    cohort, out = reference_cohort(tmp_path / "cohort", ("amy",)), tmp_path / "out"
+    with pytest.raises(batch.EnvironmentUnproven) as refused:
+        grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
+    said = str(refused.value)
+    assert said.startswith("attention: the reference solution gets 98.5/100 here, failing test_query_scores_match_document "
+                           "(scores: "), said
+    assert "every student graded here would lose the same points. Found torch 2.11.0 (pinned 2.13.0)" in said, said
+    assert not (out / "students").exists() and not (out / batch.REFERENCE_PROOF).exists()
+    # In the right environment the proof is kept, and not made again under the same provenance.
+    monkeypatch.setattr(Lab, "checks", real)
+    grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
+    proof = (out / batch.REFERENCE_PROOF).stat().st_mtime_ns
+    grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), force=True)
+    assert (out / batch.REFERENCE_PROOF).stat().st_mtime_ns == proof
 
 
 def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autograder.__main__ import main
+from autograder.batch.grade import REFERENCE_PROOF
 from autograder.batch.shard import MergeError, Shard, merge, write_shard_file
 from conftest import DEMO, KIT, LAB, LABS
 
@@ -109,6 +110,7 @@ def split(single: Path, count: int, into: Path) -> list[Path]:
         write_shard_file(folder, Shard(i, count), [lab.name for lab in LABS])
         for lab in LABS:
             (folder / lab.name / "students").mkdir(parents=True)
+            shutil.copy(single / lab.name / REFERENCE_PROOF, folder / lab.name)  # each shard proved the environment
             for student in (single / lab.name / "students").iterdir():
                 if Shard(i, count).holds(student.name):
                     shutil.copytree(student, folder / lab.name / "students" / student.name)

@@ -12,16 +12,18 @@ entries that are not regular files, oversized, unreadable or unexpected files ar
 said so, in at most ``Limits.submission_notes`` notes), then graded by one of ``jobs`` lanes
 (:mod:`autograder.batch.lane`). Nothing a student's folder holds stops the batch: a folder that
 cannot be staged fails that student alone (the ``status`` says why). A student's reports are
-written, atomically, as soon as that student is graded, together with a fingerprint of the
-submission and of the checks; a later run skips every student whose fingerprint still
-matches (unless ``force``), so an interrupted run resumes where it stopped.
+written, atomically, as soon as that student is graded, together with what produced the grade (its
+provenance: the kit's code, the lab, the limits and options, Python and the packages, the submission;
+:mod:`autograder.batch.provenance`); a later run skips every student whose provenance is still this run's
+(unless ``force``), so an interrupted run resumes where it stopped, and says in one line what changed
+when it grades students again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
-import hashlib
 import json
 import os
 import queue
@@ -40,7 +42,8 @@ from urllib.parse import quote
 
 from autograder.files import what_went_wrong, write_atomically
 from autograder.batch.lane import Lane
-from autograder.lab import DECLARATION, Lab
+from autograder.batch.provenance import changes, read_stamp, run_provenance, submission_digest, unpinned, why_again
+from autograder.lab import Lab
 from autograder.limits import DEFAULTS, JOBS, Limits, amount
 from autograder.platforms.gradescope import results_json
 from autograder.reports.records import EXTRA_FILE, bounded_notes, course_csv, grades_csv, student_record
@@ -176,24 +179,6 @@ def write_student(lab: Lab, folder: Path, record: SubmissionResult) -> None:
     write_atomically(folder / "feedback.html", feedback_html(lab, record))
 
 
-def kit_fingerprint(lab: Lab) -> str:
-    """What a grade depends on besides the submission: the lab's declaration, checks and reference."""
-    digest = hashlib.sha256((lab.source / DECLARATION).read_bytes())
-    for folder in (lab.checks, lab.reference):
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
-def fingerprint(staged: Path, notes: list[str], kit: str) -> str:
-    digest = hashlib.sha256(kit.encode())
-    for path in sorted(staged.iterdir()):
-        digest.update(os.fsencode(path.name) + b"\0" + path.read_bytes())
-    digest.update(json.dumps(notes).encode())
-    return digest.hexdigest()
-
-
 class Progress:
     """A bar on a terminal, plain lines otherwise."""
 
@@ -225,12 +210,12 @@ class LaneRun:
     ungraded: dict[str, str] = field(default_factory=dict)  # student: why the run could not grade or write them
 
 
-def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, force: bool
-                 ) -> tuple[list[tuple[Submission, Path, str]], dict[str, Path]]:
+def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, force: bool, provenance: dict
+                 ) -> tuple[list[tuple[Submission, Path, dict]], dict[str, Path], dict[str, list[str]]]:
     """Stage every submission into ``staging``; return those to grade, each with its staged folder and
-    fingerprint (not those whose reports in ``out`` match it, unless ``force``), and every staged folder."""
-    kit = kit_fingerprint(lab)
-    todo, staged_folders = [], {}
+    the provenance its grade will have (not those whose record in ``out`` has it, unless ``force``), every
+    staged folder, and for each student graded before, what changed since (:func:`provenance.changes`)."""
+    todo, staged_folders, changed = [], {}, {}
     for number, submission in enumerate(cohort):
         staged = staged_folders[submission.student] = staging / str(number) / lab.name
         try:
@@ -238,24 +223,32 @@ def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, f
         except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
             staged.mkdir(parents=True, exist_ok=True)
             submission.problems.append(("error", f"{lab.name}/ could not be read ({what_went_wrong(exc)}): not graded"))
-        stamp = fingerprint(staged, [*(": ".join(problem) for problem in submission.problems), *submission.notes], kit)
+        notes = [*(": ".join(problem) for problem in submission.problems), *submission.notes]
+        stamp = {**provenance, "submission": submission_digest(staged, notes)}
         folder = student_folder(out, submission.student)
-        done = folder / FINGERPRINT
-        if force or not (done.is_file() and done.read_text() == stamp and (folder / "results.json").is_file()):
+        if not (folder / FINGERPRINT).is_file():
             todo.append((submission, staged, stamp))
-    return todo, staged_folders
+            continue
+        # A record this kit cannot read (another format, or damaged) is graded again.
+        differs = changes(read_stamp(folder / FINGERPRINT), stamp) if read_record(folder) is not None else ["format"]
+        if differs:
+            changed[submission.student] = differs
+        if force or differs or not (folder / "results.json").is_file():
+            todo.append((submission, staged, stamp))
+    return todo, staged_folders, changed
 
 
-def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path, jobs: int, limits: Limits,
-                   replay: bool, files_required: bool, progress: Progress) -> LaneRun:
-    """Grade ``todo`` in ``jobs`` lanes; write each student's files (and fingerprint) as soon as graded."""
+def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Path, jobs: int, limits: Limits,
+                   replay: bool, files_required: bool, progress: Progress, first: Lane) -> LaneRun:
+    """Grade ``todo`` in ``jobs`` lanes, ``first`` one of them (the lane that proved the environment: started,
+    its replay warm); write each student's files (and fingerprint) as soon as graded."""
     work: queue.Queue = queue.Queue()
     for item in todo:
         work.put(item)
     seen = LaneRun()
     lock = threading.Lock()
 
-    def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: str) -> str:
+    def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: dict) -> str:
         clock = time.monotonic()
         raw_file = staged.parent / "raw.json"
         # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
@@ -265,16 +258,16 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path
             if run and run.sandbox:
                 seen.warnings.update(run.sandbox["missing"])
             seen.replayed += run.replayed if run else 0
-        record = student_record(lab, submission.student, run, submission.problems, submission.notes,
-                                answer.get("error"), time.monotonic() - clock, submission.handed_in)
+        record = dataclasses.replace(student_record(
+            lab, submission.student, run, submission.problems, submission.notes, answer.get("error"),
+            time.monotonic() - clock, submission.handed_in), provenance=stamp)
         folder = student_folder(out, submission.student)
         folder.mkdir(parents=True, exist_ok=True)
         write_student(lab, folder, record)
-        write_atomically(folder / FINGERPRINT, stamp)
+        write_atomically(folder / FINGERPRINT, json.dumps(stamp, indent=1))  # last: the student is done
         return record.status
 
-    def lane_loop() -> None:
-        lane = Lane(lab, limits, replay, files_required)
+    def lane_loop(lane: Lane) -> None:
         try:
             while True:
                 try:
@@ -290,7 +283,8 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, str]], out: Path
         finally:
             lane.close()
 
-    threads = [threading.Thread(target=lane_loop) for _ in range(max(1, jobs))]
+    lanes = [first, *(Lane(lab, limits, replay, files_required) for _ in range(max(1, jobs) - 1))]
+    threads = [threading.Thread(target=lane_loop, args=(lane,)) for lane in lanes]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -328,16 +322,90 @@ def prepare_reports_meanwhile(lab: Lab, staged_folders: dict[str, Path], class_f
     return similar
 
 
-def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], similar: dict) -> None:
+def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], similar: dict,
+                      removed: tuple[str, ...] = ()) -> None:
     """The class's grades.csv and report.html, with the near-copies among the staged submissions
-    (:func:`autograder.reports.similarity.near_copies`)."""
+    (:func:`autograder.reports.similarity.near_copies`) and the students whose reports were removed."""
     from autograder.reports.class_report import class_report  # see prepare_reports_meanwhile
 
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
-    write_atomically(out / "report.html", class_report(lab, records, links, similar))
+    write_atomically(out / "report.html", class_report(lab, records, links, similar, removed))
+
+
+def remove_former_students(out: Path, cohort: list[Submission]) -> list[str]:
+    """Remove the reports of students no longer in the submissions, so every file under ``out`` is the
+    current cohort's (an instructor who hands out ``students/`` sends no stale page); their names."""
+    folder = out / STUDENTS
+    current = {submission.student for submission in cohort}
+    gone = sorted(path.name for path in folder.iterdir() if path.name not in current) if folder.is_dir() else []
+    for name in gone:
+        shutil.rmtree(folder / name)
+    return gone
+
+
+OUTPUT_MARK = ".autograder-output"  # in every folder make grade writes: it may replace what the folder holds
+
+
+class ForeignOutput(Exception):
+    """An output folder that holds something else than the kit's outputs: nothing is written there."""
+
+
+def claim_output(out: Path, labs: list[Lab]) -> None:
+    """Refuse ``out`` if it holds anything but the kit's outputs (the course's grades.csv, a shard's file,
+    a folder per lab, deploy/slurm's ``shards/``), unless the kit marked it as its own (:func:`mark_output`)."""
+    from autograder.batch.shard import SHARD_FILE  # shard builds on this module
+
+    if out.is_dir() and not (out / OUTPUT_MARK).is_file():
+        ours = {"grades.csv", SHARD_FILE, "shards", *(lab.name for lab in labs)}
+        foreign = sorted(path.name for path in out.iterdir() if path.name not in ours)
+        if foreign:
+            raise ForeignOutput(f"{out} holds files the kit did not write ({', '.join(foreign[:5])}"
+                                f"{', ...' if len(foreign) > 5 else ''}), which a run would mix with its reports: "
+                                "grade into an empty folder, or one make grade wrote (OUT=...)")
+
+
+def mark_output(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomically(out / OUTPUT_MARK, "written by the autograding kit's make grade, which replaces what this "
+                                        "folder holds\n")
+
+
+REFERENCE_PROOF = ".reference-proof"  # <out>/<lab>/: the provenance under which the reference scored full marks
+
+
+class EnvironmentUnproven(Exception):
+    """The lab's reference solution does not score full marks here: every student would lose the same points."""
+
+
+def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging: Path) -> None:
+    """Grade the lab's reference solution as a submission, in a lane as the cohort's (confined, the same
+    limits and checks); below full marks raise :class:`EnvironmentUnproven` naming the checks it failed and
+    the packages found against the pinned ones. Kept in ``out/.reference-proof``: a later run under the
+    same provenance (kit, lab, limits, Python, packages) does not grade it again."""
+    proof = out / REFERENCE_PROOF
+    if read_stamp(proof) == provenance:
+        return
+    reference = Submission("the reference solution", lab.reference)
+    staged = staging / "reference" / lab.name
+    stage(lab, reference, staged)
+    answer = lane.grade(staged, staged.parent / "raw.json")
+    run = read_run(staged.parent / "raw.json") if "results" in answer else None
+    failed = [] if run is None else [c for c in run.checks if not c.passed]
+    if run is None or failed:
+        versions = unpinned()
+        scored = ("could not be graded here (" + one_line(str(answer.get("error", "no results")))[:300] + ")"
+                  if run is None else
+                  f"gets {sum(c.points for c in run.checks if c.passed):g}/{lab.max_points:g} here, failing "
+                  + ", ".join(f"{c.name} ({c.part}: {one_line(c.message)[:120]})" for c in failed[:4])
+                  + (f" and {len(failed) - 4} more" if len(failed) > 4 else ""))
+        raise EnvironmentUnproven(
+            f"{lab.name}: the reference solution {scored}: every student graded here would lose the same points. "
+            + (f"Found {', '.join(versions[:6])}: install the pinned requirements (make setup)." if versions else
+               "Every package is the pinned version: the checks or the limits (--call-timeout, --budget) are at fault."))
+    write_atomically(proof, json.dumps(provenance, indent=1))
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
@@ -349,7 +417,9 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     no grades.csv, report.html or similarity (a Gradescope upload, a cohort of one whose class report
     nobody reads, a shard). ``shard`` grades its slice of the cohort only (:mod:`autograder.batch.shard`).
     Raises :class:`autograder.harness.sandbox.Unconfined` before anything is graded where this machine cannot
-    confine student code's files, unless ``files_required`` is False (``--no-confinement``)."""
+    confine student code's files, unless ``files_required`` is False (``--no-confinement``), and
+    :class:`EnvironmentUnproven` where the lab's reference solution does not score full marks here
+    (:func:`prove_environment`)."""
     started = time.monotonic()
     if files_required:
         from autograder.harness.sandbox import refuse_unconfined  # 40 ms of imports, only where a cohort is graded
@@ -360,31 +430,48 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
-        todo, staged_folders = stage_cohort(lab, cohort, staging, out, force)
+        provenance = run_provenance(lab, limits, files_required)
+        first = Lane(lab, limits, replay, files_required)  # proves the environment, then grades: closed by the lanes
+        try:
+            prove_environment(lab, out, provenance, first, staging)
+            todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance)
+        except BaseException:
+            first.close()
+            raise
+        again = why_again(lab.name, changed)
+        if again:
+            print(again, file=stream, flush=True)  # before the progress, which it explains
         similar = prepare_reports_meanwhile(lab, staged_folders, class_files)
         lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, files_required,
-                               Progress(lab.name, len(todo), stream))
+                               Progress(lab.name, len(todo), stream), first)
         records = [read_record(student_folder(out, s.student)) for s in cohort]
         for submission, record in zip(cohort, records):
             if record is None:
                 lanes.ungraded.setdefault(submission.student, "no report")
         records = [r for r in records if r is not None]
+        removed = remove_former_students(out, cohort) if shard is None else []
         if class_files:
-            write_class_files(lab, out, records, similar.result())
+            write_class_files(lab, out, records, similar.result(), tuple(removed))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo),
                      replayed_checks=lanes.replayed, ungraded=lanes.ungraded, warnings=sorted(lanes.warnings),
-                     seconds=time.monotonic() - started)
+                     seconds=time.monotonic() - started, again=again or "", removed=removed)
 
 
 def grade_course(labs: list[Lab], submissions: Path, out: Path, shard: Shard | None = None, **options
                  ) -> list[CohortRun]:
     """Grade every lab of ``labs`` the cohort handed in, each into ``out/<lab>/``, and write the
     course's ``out/grades.csv``: one row per student, one total per lab. A shard grades its slice of
-    every lab the whole cohort handed in and writes no class files (``make merge`` does)."""
+    every lab the whole cohort handed in and writes no class files (``make merge`` does). Raises
+    :class:`ForeignOutput` where ``out`` holds something else than the kit's outputs."""
+    claim_output(out, labs)
+    mark_output(out)
+    submitted = labs_submitted(labs, submissions)
     runs = [grade(lab, submissions, out / lab.name, shard=shard, class_files=shard is None, **options)
-            for lab in labs_submitted(labs, submissions)]
+            for lab in submitted]
     if runs and shard is None:
         write_atomically(out / "grades.csv", course_csv(runs))
+        for lab in set(labs) - set(submitted):  # another cohort's lab: none of its reports is this cohort's
+            shutil.rmtree(out / lab.name, ignore_errors=True)
     return runs

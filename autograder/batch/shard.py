@@ -22,7 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.batch.grade import discover, labs_submitted, stage_cohort, student_folder, write_class_files
+from autograder.batch.grade import (REFERENCE_PROOF, claim_output, discover, labs_submitted, mark_output, stage_cohort,
+                                    student_folder, write_class_files)
 from autograder.files import write_atomically
 from autograder.lab import Lab
 from autograder.reports.records import course_csv
@@ -95,7 +96,8 @@ def read_shards(folders: list[Path]) -> list[ShardOutput]:
 def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Path) -> list[CohortRun]:
     """Join the shards' outputs into ``out``, as one run over ``submissions`` would have written it.
     All of it is built and checked in a folder beside ``out`` first: ``out`` gets it (each lab's
-    folder and the course's grades.csv replaced, nothing else touched) only when every lab merged."""
+    folder and the course's grades.csv replaced, nothing else touched) only when every lab merged. Raises
+    :class:`autograder.batch.grade.ForeignOutput` where ``out`` holds something else than the kit's outputs."""
     out = out.resolve()
     shards = read_shards(shard_folders)
     if any(output.folder.resolve() == out for output in shards):
@@ -103,6 +105,7 @@ def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Pa
     lab_runs = labs_submitted(labs, submissions)
     if not lab_runs:
         return []
+    claim_output(out, labs)
     out.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-merging-"))
     try:
@@ -113,6 +116,7 @@ def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Pa
             shutil.rmtree(out / lab.name, ignore_errors=True)
             (building / lab.name).rename(out / lab.name)
         (building / "grades.csv").replace(out / "grades.csv")
+        mark_output(out)
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return runs
@@ -128,6 +132,10 @@ def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: P
             raise MergeError(f"shard {output.shard} ({output.folder}) did not grade {lab.name} (it graded "
                              f"{', '.join(output.labs) or 'nothing'}): merge with the LAB= the shards had")
     cohort = discover(lab, submissions)
+    lab_out.mkdir(parents=True)
+    proof = shards[0].folder / lab.name / REFERENCE_PROOF  # each shard proved it under the same provenance
+    if proof.is_file():
+        shutil.copy(proof, lab_out / REFERENCE_PROOF)
     records = []
     for submission in cohort:
         output = next(o for o in shards if o.shard.holds(submission.student))
@@ -140,7 +148,8 @@ def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: P
         records.append(record)
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     try:  # similarity reads the staged copies, as a run does; their fingerprints are the reports'
-        stale, staged_folders = stage_cohort(lab, cohort, staging, lab_out, force=False)
+        # The submissions alone: each shard's own run judged the rest of what produced its grades.
+        stale, staged_folders, _ = stage_cohort(lab, cohort, staging, lab_out, force=False, provenance={})
         if stale:
             raise MergeError(f"{lab.name}: the shards graded other files than {submissions} holds now "
                              f"({', '.join(repr(s.student) for s, _, _ in stale[:5])}"

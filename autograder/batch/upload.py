@@ -17,7 +17,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from autograder.batch.grade import grade, student_folder
+from autograder.batch.grade import EnvironmentUnproven, grade, student_folder
 from autograder.files import what_went_wrong, write_atomically
 from autograder.harness.sandbox import Unconfined
 from autograder.lab import find_lab
@@ -41,6 +41,10 @@ def run(root: Path, jobs: int = 1) -> dict:
         print(f"error: nothing graded: {refused}", file=sys.stderr)
         results = {"score": 0.0, "output": "The autograder could not grade this upload: its machine cannot confine "
                    "the code it runs; please tell the course staff.", "tests": []}
+    except EnvironmentUnproven as unproven:  # every upload would lose the same points: the staff must fix the image
+        print(f"error: nothing graded: {unproven}", file=sys.stderr)
+        results = {"score": 0.0, "output": "The autograder could not grade this upload: on its machine the lab's own "
+                   "solution does not score full marks; please tell the course staff.", "tests": []}
     except Exception as exc:  # noqa: BLE001 - Gradescope must always get a results.json that says what happened
         traceback.print_exc()  # for the staff, in the autograder's log; the output names no folder of the grader's
         results = {"score": 0.0, "output": "The autograder could not grade this upload; please tell the course "

@@ -1,0 +1,114 @@
+"""What produced a grade: the kit's code, the lab, the limits and options that shape a grade, the
+Python and packages it ran on, and the submission. Each student's record carries it (``summary.json``'s
+``provenance``, and the ``.fingerprint`` written last); a re-run grades again every student whose
+provenance differs from the run's, and says in one line what changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import tomllib
+from functools import cache
+from pathlib import Path
+
+from autograder.course import KIT_ROOT
+from autograder.lab import DECLARATION, Lab
+from autograder.limits import Limits
+# What each field is, in the words of the line that says why a run grades again.
+CHANGED = {"kit": "the kit's code", "lab": "the lab (checks, points, reference, known mistakes)",
+           "settings": "the limits or options", "python": "Python", "torch": "torch", "packages": "the packages",
+           "submission": "the submission", "format": "the reports' format"}
+
+
+def digest_files(*folders: Path, also: tuple[Path, ...] = ()) -> str:
+    """One digest of every file under ``folders`` (names and bytes; caches left out) and of ``also``."""
+    digest = hashlib.sha256()
+    for path in also:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(os.fsencode(path.relative_to(folder)) + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+@cache
+def environment() -> dict:
+    """The kit (its version and a digest of its code), Python and the installed packages (torch by name:
+    the checks' expected values are its)."""
+    packages = sorted(f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions())
+    project = KIT_ROOT / "pyproject.toml"  # the kit's own checkout (not in the bundles, whose code digest says it)
+    version = tomllib.loads(project.read_text())["project"]["version"] if project.is_file() else ""
+    return {"kit_version": version, "kit": digest_files(KIT_ROOT / "autograder"), "python": platform.python_version(),
+            "torch": importlib.metadata.version("torch"),
+            "packages": hashlib.sha256("\n".join(packages).encode()).hexdigest()}
+
+
+def run_provenance(lab: Lab, limits: Limits, files_required: bool) -> dict:
+    """What a run's grades of ``lab`` depend on besides each submission."""
+    settings = json.dumps({"limits": dataclasses.asdict(limits), "files_required": files_required}, sort_keys=True)
+    return {**environment(), "lab": digest_files(lab.checks, lab.reference, also=(lab.source / DECLARATION,)),
+            "settings": hashlib.sha256(settings.encode()).hexdigest()}
+
+
+def submission_digest(staged: Path, notes: list[str]) -> str:
+    """The staged submission's files and what staging noticed."""
+    digest = hashlib.sha256()
+    for path in sorted(staged.iterdir()):
+        digest.update(os.fsencode(path.name) + b"\0" + path.read_bytes())
+    digest.update(json.dumps(notes).encode())
+    return digest.hexdigest()
+
+
+def read_stamp(path: Path) -> dict | None:
+    """A student's ``.fingerprint`` (the provenance of its grade); None when absent or of an older kit."""
+    try:
+        stamp = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def changes(before: dict | None, now: dict) -> list[str]:
+    """What differs between a grade's provenance and this run's, among the fields ``now`` holds, by field
+    name (``CHANGED``); a grade of an older kit, which recorded none, differs in the kit."""
+    if before is None:
+        return ["kit"]
+    return [field for field in CHANGED if field in now and before.get(field) != now[field]]
+
+
+def why_again(lab: str, changed: dict[str, list[str]]) -> str | None:
+    """One line: what changed since the grades a run grades again (``changed``: student -> fields), or
+    None when only new or changed submissions are graded."""
+    counts = {field: sum(field in fields for fields in changed.values()) for field in CHANGED if field != "submission"}
+    said = [CHANGED[field] for field, count in counts.items() if count]
+    again = sum(any(field != "submission" for field in fields) for fields in changed.values())
+    if not said:
+        return None
+    listed = said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
+    return f"{lab}: {listed} changed since these grades: grading {again} again"
+
+
+def unpinned() -> list[str]:
+    """The installed packages whose versions are not requirements.txt's pins, torch first, and Python
+    when it is not one the kit is tested on: ``["torch 2.11.0 (pinned 2.13.0)", ...]``."""
+    def name(text: str) -> str:
+        return re.sub(r"[-_.]+", "-", text).lower()
+
+    installed = {name(dist.metadata["Name"]): dist.version for dist in importlib.metadata.distributions()}
+    found = []
+    for line in (KIT_ROOT / "requirements.txt").read_text().splitlines():
+        pin = re.match(r"([A-Za-z0-9_.\-]+)==(\S+)", line)
+        # A local label is the same release (PEP 440: ==2.13.0 accepts torch's 2.13.0+cpu).
+        if pin and installed.get(name(pin[1]), "").split("+")[0] != pin[2]:
+            found.append((name(pin[1]) != "torch", f"{pin[1]} {installed.get(name(pin[1]), 'missing')} (pinned {pin[2]})"))
+    python = platform.python_version_tuple()[:2]
+    if python not in (("3", "11"), ("3", "12"), ("3", "13")):
+        found.append((True, f"Python {platform.python_version()} (tested: 3.11, 3.12, 3.13)"))
+    return [said for _, said in sorted(found, key=lambda item: item[0])]
