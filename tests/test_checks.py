@@ -164,7 +164,12 @@ def test_a_well_formed_answer_passes_through():
 @pytest.mark.parametrize("answer", [torch.zeros(1), {"result": 1}, {"result": 1, "sublayer_calls": "x"},
                                     {"result": 1, "sublayer_calls": [{"submodule": "ff", "args": [], "kwargs": {}}]},
                                     {"result": 1, "sublayer_calls": [{"submodule": 3, "args": [], "kwargs": {},
-                                                                      "output": 1}]}])
+                                                                      "output": 1}]},
+                                    # 0 bytes that claim 30 million queries; a value the worker never records
+                                    {"result": 1, "sublayer_calls": [{"submodule": "ff", "kwargs": {}, "output": None,
+                                                                      "args": [torch.zeros(1, 30_000_000, 0)]}]},
+                                    {"result": 1, "sublayer_calls": [{"submodule": "ff", "args": ["x"], "kwargs": {},
+                                                                      "output": None}]}])
 def test_a_malformed_account_of_sublayer_calls_is_the_submissions_failure(answer):
     forged = Forged(answer)
     forged._shared = SimpleNamespace(stand_ins=object())  # the lab declares stand-ins: its sub-layers are watched
@@ -174,35 +179,46 @@ def test_a_malformed_account_of_sublayer_calls_is_the_submissions_failure(answer
 
 
 class Traced:
-    """A layer whose forward answered ``output`` after calling its sub-layers as ``calls`` say."""
+    """A layer whose forward answered ``output`` after calling its sub-layers as ``calls`` say; asked again,
+    each sub-layer answers ``again`` (default: as recorded)."""
 
-    def __init__(self, output, *calls):
+    def __init__(self, output, *calls, again=None):
         self.answer = output, [SublayerCall(name, args, {}, out) for name, args, out in calls]
+        self.again = again or {name: out for name, _, out in calls}
 
     def with_sublayer_calls(self, *inputs):
         return self.answer
 
+    def submodule(self, name):
+        return lambda *args: self.again[name]
+
 
 def test_a_layer_is_judged_one_wire_at_a_time_on_its_own_sublayers():
-    x, a = torch.ones(2), torch.full((2,), 2.0)
+    x, a, nowhere = torch.ones(2), torch.full((2,), 2.0), torch.full((2,), 9.0)
     wires = (("f must get x", lambda calls, inputs, output: (calls["f"].argument(0, "x"), inputs[0])),
              ("the layer must answer g(x + f(x))", lambda calls, inputs, output: (output, calls["g"].output)))
-    right = Traced(torch.zeros(2), ("f", (x,), a), ("g", (x + a,), torch.zeros(2)))
-    expect_wires(right, (x,), wires, "layer(x)", reference=torch.ones(2), atol=1e-6)  # its own sub-layers, wired right
+
+    def judged(layer, wires=wires, composed=nowhere):
+        expect_wires(layer, (x,), wires, "layer(x)", reference=torch.ones(2), composed=lambda: composed, atol=1e-6)
+
+    judged(Traced(torch.zeros(2), ("f", (x,), a), ("g", (x + a,), torch.zeros(2))))  # its own sub-layers, wired right
     wrong_input = Traced(torch.zeros(2), ("f", (a,), a), ("g", (x + a,), torch.zeros(2)))
-    expect_wires(wrong_input, (x,), wires[1:], "layer(x)", reference=torch.ones(2), atol=1e-6)  # its other wire holds
-    assert "layer(x): f must get x" in message(
-        lambda: expect_wires(wrong_input, (x,), wires, "layer(x)", reference=torch.ones(2), atol=1e-6))
-    never = Traced(torch.zeros(2), ("f", (x,), a))
-    assert message(lambda: expect_wires(never, (x,), wires, "layer(x)", reference=torch.ones(2), atol=1e-6)) == \
+    judged(wrong_input, wires[1:])  # its other wire holds
+    assert "layer(x): f must get x" in message(lambda: judged(wrong_input))
+    assert message(lambda: judged(Traced(torch.zeros(2), ("f", (x,), a)))) == \
         "layer(x): the layer must answer g(x + f(x)), but the layer never called its g"
-    expect_wires(Traced(torch.ones(2)), (x,), wires, "layer(x)", reference=torch.ones(2), atol=1e-6)  # the trusted answer
+    judged(Traced(torch.ones(2)))  # the trusted answer
+    judged(Traced(torch.zeros(2)), composed=torch.zeros(2))  # its own sub-layers composed as documented, however called
+    # A record the sub-layer does not answer alike is a forgery (student code shares the worker's process).
+    forged = Traced(torch.zeros(2), ("f", (x,), a), ("g", (x + a,), torch.zeros(2)), again={"f": a, "g": torch.ones(2)})
+    assert "what the layer's forward gave as its g's answer is not what its g answers" in message(lambda: judged(forged))
 
 
 def test_what_holds_of_gradients_and_random_zeroing_whatever_the_wiring():
-    answer = {"inputs": [torch.ones(1), None], "parameters": {"w": torch.ones(1), "b": None}}
+    answer = {"inputs": [torch.ones(1), None], "parameters": {"w": torch.ones(1), "b": None, "zero": torch.zeros(1)}}
     assert "with respect to memory: missing" in message(lambda: expect_gradients_reach(answer, ("x", "memory"), ["w"], "L"))
     assert "with respect to b: missing" in message(lambda: expect_gradients_reach(answer, ("x",), ["w", "b"], "L"))
+    assert "with respect to zero: all zero" in message(lambda: expect_gradients_reach(answer, (), ["zero"], "L"))
     expect_gradients_reach(answer, ("x",), ["w"], "L")
     plain, zeroed = torch.ones(4), torch.tensor([0.0, 2.0, 2.0, 0.0])
     expect_random_only_in_training(plain, plain, zeroed, "L(x) in eval mode", "L with p=0", "L(x)")

@@ -221,6 +221,67 @@ def test_wrong_module_fails_the_checks_that_catch_it(wrong_modules_graded, lab, 
         assert {check for check, ids in diagnosed.items() if f"{part}.{named_as}" not in ids} == set(), diagnosed
 
 
+ENCODER_WIRING = ("""        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))   # (B, T, d_model)
+        return self.norm2(x + self.dropout(self.ff(x)))                   # (B, T, d_model)""")
+DECODER_WIRING = ("""        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, causal)))       # (B, T, d_model)
+        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory)))    # queries from x
+        return self.norm3(x + self.dropout(self.ff(x)))                         # (B, T, d_model)""")
+# Right layers written otherwise than the reference (red team of the block checks), each beside an attention
+# without the scaling, so their wires are judged: (part, the forward's new lines).
+UNUSUAL_BUT_RIGHT = {
+    "one_sequence_at_a_time": ("encoder", """        outs = []
+        for b in range(x.shape[0]):
+            xb = self.norm1(x[b:b + 1] + self.dropout(self.self_attn(x[b:b + 1], x[b:b + 1], x[b:b + 1], mask)))
+            outs.append(self.norm2(xb + self.dropout(self.ff(xb))))
+        return __import__("torch").cat(outs)"""),
+    "norm1_inline": ("encoder", """        x = __import__("torch").nn.functional.layer_norm(
+            x + self.dropout(self.self_attn(x, x, x, mask)), x.shape[-1:], self.norm1.weight, self.norm1.bias)
+        return self.norm2(x + self.dropout(self.ff(x)))"""),
+    "ff_on_flat_tokens": ("encoder", """        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))
+        return self.norm2(x + self.dropout(self.ff(x.reshape(-1, x.shape[-1])).reshape(x.shape)))"""),
+    "decoder_one_sequence_at_a_time": ("decoder", """        outs = []
+        for b in range(x.shape[0]):
+            xb, mb = x[b:b + 1], memory[b:b + 1]
+            xb = self.norm1(xb + self.dropout(self.self_attn(xb, xb, xb, causal)))
+            xb = self.norm2(xb + self.dropout(self.cross_attn(xb, mb, mb)))
+            outs.append(self.norm3(xb + self.dropout(self.ff(xb))))
+        return torch.cat(outs)"""),
+    # Not right: it reports calls its sub-layers never made (the worker's record is in its process).
+    "forges_its_calls": ("encoder", """        out = __import__("torch").nn.functional.layer_norm(x, x.shape[-1:])
+        calls = self.norm1.forward._stand_ins.calls
+        if calls is not None:
+            a = 0 * x
+            calls[:] = [dict(submodule="self_attn", args=[x, x, x, mask], kwargs={}, output=a),
+                        dict(submodule="norm1", args=[x + a], kwargs={}, output=x),
+                        dict(submodule="ff", args=[x], kwargs={}, output=out - x),
+                        dict(submodule="norm2", args=[out], kwargs={}, output=out)]
+        return out"""),
+}
+
+
+def test_a_right_layer_written_otherwise_loses_nothing_for_a_mistake_elsewhere(tmp_path):
+    """A layer that calls its sub-layers once per sequence, on flattened tokens, or computes a norm inline is
+    its own sub-layers wired as documented: beside an attention without the scaling it keeps all but the
+    end-to-end share. A layer whose forward reports calls its sub-layers never made gains no wire."""
+    lab = next(lab for lab in LABS if lab.name == "transformer")
+    no_scaling = known_mistake("attention", "no_scaling", lab).apply((lab.reference / "attention.py").read_text())
+    for student, (part, forward) in UNUSUAL_BUT_RIGHT.items():
+        reference = (lab.reference / f"{part}.py").read_text()
+        wiring = ENCODER_WIRING if part == "encoder" else DECODER_WIRING
+        assert wiring in reference
+        submission_with(tmp_path / "cohort", {part: reference.replace(wiring, forward), "attention": no_scaling}, lab,
+                        name=f"{student}/transformer")
+    grade_cohort(lab, tmp_path / "cohort", tmp_path / "out", jobs=2, stream=io.StringIO())
+    points = tomllib.loads((lab.checks / "points.toml").read_text())
+    for student, (part, _) in UNUSUAL_BUT_RIGHT.items():
+        results = json.loads((tmp_path / "out" / "students" / student / "summary.json").read_text())
+        row, share = results["parts"][part], sum(points[part][check] for check in lab.part(part).end_to_end)
+        if student == "forges_its_calls":
+            assert row["points"] <= 5, failed_in(results, part)  # its structure, and dropout judged on its own answers
+        else:
+            assert row["max_points"] - row["points"] <= share, (student, failed_in(results, part))
+
+
 # A label that names a cause appears only where that cause is what differs: (lab, part, check, the label,
 # a module failing the check for that cause, one failing it for another). A causality check names no part
 # of the layer: a decoder whose cross-attention is wrong looks ahead too.

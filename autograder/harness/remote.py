@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from autograder.harness.codec import CONTINUE_STREAM, CodecError, HandleRef, decode_frame, encode
 from autograder.harness.recording import Call, Outcome, Recording, answer_value
 from autograder.harness.processes import WorkerProcess
@@ -542,8 +544,16 @@ class SublayerCall:
 
     @staticmethod
     def well_formed(said) -> bool:
+        """A record as the worker writes it (student code shares its process: anything else is a forgery),
+        its tensors no larger than a layer's answers (a tensor of 0 bytes may claim any shape)."""
+        def value(v) -> bool:
+            if isinstance(v, torch.Tensor):
+                return v.dim() <= 8 and all(size <= 2**16 for size in v.shape) and v.numel() <= 2**24
+            return v is None or isinstance(v, (bool, int, float))
+
         return (isinstance(said, dict) and isinstance(said.get("submodule"), str) and isinstance(said.get("args"), list)
-                and isinstance(said.get("kwargs"), dict) and "output" in said)
+                and isinstance(said.get("kwargs"), dict) and "output" in said
+                and all(value(v) for v in [*said["args"], *said["kwargs"].values(), said["output"]]))
 
 
 class Handle:

@@ -487,7 +487,7 @@ class StandIns:
         for name, (part, function) in parts.items():
             sub = submodule(layer, name)
             own = sub.__dict__.get("forward")
-            own = own.own if isinstance(own, StoodIn) else sub.forward
+            own = own._own if isinstance(own, StoodIn) else sub.forward
             stand_in = functools.partial(self.namespaces[source][function], sub, **arguments)
             sub.forward = StoodIn(self, name, part, own, stand_in)
 
@@ -498,13 +498,15 @@ class StoodIn:
     which)."""
 
     def __init__(self, stand_ins: StandIns, name: str, part: str, own, stand_in):
-        self.stand_ins, self.name, self.part, self.own, self.stand_in = stand_ins, name, part, own, stand_in
+        # Private names: student code that reads them (the recorded calls above all) is named by the internals
+        # scan; and a wire's recorded answer is checked against the sub-layer's own (checks.expect_wires).
+        self._stand_ins, self._name, self._part, self._own, self._stand_in = stand_ins, name, part, own, stand_in
 
     def __call__(self, *args, **kwargs):
-        calls = self.stand_ins.calls
+        calls = self._stand_ins.calls
         if calls is None or len(calls) >= MAX_SUBLAYER_CALLS:
             return self.answer(*args, **kwargs)
-        call = {"submodule": self.name, "args": [kept(a) for a in args],  # as given: the call may change them
+        call = {"submodule": self._name, "args": [kept(a) for a in args],  # as given: the call may change them
                 "kwargs": {str(k): kept(v) for k, v in kwargs.items()}}
         answer = self.answer(*args, **kwargs)
         calls.append({**call, "output": kept(answer)})
@@ -512,15 +514,15 @@ class StoodIn:
 
     def answer(self, *args, **kwargs):
         try:
-            answer = self.own(*args, **kwargs)
+            answer = self._own(*args, **kwargs)
         except (Forbidden, MemoryError):
             raise
         except Exception as exc:  # noqa: BLE001 - the student's sub-part failed: its own checks say how
-            file, line = failing_line(exc, self.stand_ins.root)
+            file, line = failing_line(exc, self._stand_ins.root)
             return self.answered(f"raised {describe_exception(exc)[:300]}", file, line, args, kwargs, exc)
         try:
             with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                expected = self.stand_in(*args, **kwargs)
+                expected = self._stand_in(*args, **kwargs)
         except Exception:  # noqa: BLE001 - arguments the stand-in cannot take: the student's answer stands
             return answer
         if not isinstance(answer, torch.Tensor):
@@ -533,14 +535,14 @@ class StoodIn:
 
     def answered(self, why: str, file: str, line: int, args, kwargs, error: Exception | None = None):
         try:
-            answer = self.stand_in(*args, **kwargs)
+            answer = self._stand_in(*args, **kwargs)
         except Exception:  # noqa: BLE001 - nothing can answer for it: the student's failure stands
             if error is not None:
                 raise error from None
             raise
-        event = {"submodule": self.name, "part": self.part, "why": why, "file": file, "line": line}
-        if event not in self.stand_ins.events:
-            self.stand_ins.events.append(event)
+        event = {"submodule": self._name, "part": self._part, "why": why, "file": file, "line": line}
+        if event not in self._stand_ins.events:
+            self._stand_ins.events.append(event)
         return answer
 
 

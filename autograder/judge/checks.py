@@ -156,12 +156,15 @@ GRAPH_CUT = ("missing, got None (the computation graph was cut: no .detach(), to
 
 
 def expect_gradients_reach(answer: dict, inputs: tuple[str, ...], parameters, what: str) -> None:
-    """Every input named in ``inputs`` and every parameter in ``parameters`` got a gradient (``answer``:
-    :meth:`~autograder.harness.remote.Handle.grad`'s): what holds of a layer's gradients however it is wired."""
+    """Every input named in ``inputs`` and every parameter in ``parameters`` got a gradient that is not all
+    zero (``answer``: :meth:`~autograder.harness.remote.Handle.grad`'s): what holds of a layer's gradients
+    however it is wired (``0 * weight`` reaches a weight in name only)."""
     got = [*zip(inputs, answer["inputs"]), *((name, answer["parameters"].get(name)) for name in parameters)]
     for name, gradient in got:
         if gradient is None:
             fail(f"gradient of {what}'s output with respect to {name}: {GRAPH_CUT}")
+        if not bool(expect_tensor(gradient, f"gradient with respect to {name}").ne(0).any()):
+            fail(f"gradient of {what}'s output with respect to {name}: all zero (its value does not reach the output)")
 
 
 def expect_random_only_in_training(evaluated, plain, trained, evaluated_what: str, plain_what: str, what: str) -> None:
@@ -278,34 +281,51 @@ def expect_wired(actual, composed, what: str, *, reference=None, atol: float, rt
 
 
 class _FirstCalls(dict):
-    """The first call of each watched submodule; a submodule never called fails the wire that needs it."""
+    """The first call of each watched submodule of ``layer``, each asked again of that submodule when a wire
+    first uses it (the record comes from the worker, where student code runs: its answer must be the one the
+    submodule gives); a submodule never called fails the wire that needs it."""
 
-    def __init__(self, calls, what: str, says: str):
+    def __init__(self, layer, calls, what: str, atol: float, rtol: float):
         super().__init__()
+        self.first: dict = {}
         for call in calls:
-            self.setdefault(call.submodule, call)
-        self.what, self.says = what, says
+            self.first.setdefault(call.submodule, call)
+        self.layer, self.what, self.atol, self.rtol, self.says = layer, what, atol, rtol, ""
 
     def __missing__(self, name: str):
-        fail(f"{self.what}: {self.says}, but the layer never called its {name}")
+        call = self.first.get(name)
+        if call is None:
+            fail(f"{self.what}: {self.says}, but the layer never called its {name}")
+        again = self.layer.submodule(name)(*call.args, **call.kwargs)
+        if not is_close(again, call.output, atol=self.atol, rtol=self.rtol, equal_nan=True):
+            fail(f"{self.what}: {self.says}, but what the layer's forward gave as its {name}'s answer is not what "
+                 f"its {name} answers to the same arguments")
+        self[name] = call
+        return call
 
 
-def expect_wires(layer, inputs: tuple, wires: tuple[tuple[str, Callable], ...], what: str, *, reference,
+def expect_wires(layer, inputs: tuple, wires: tuple[tuple[str, Callable], ...], what: str, *, reference, composed,
                  atol: float, rtol: float = 0.0) -> None:
     """A layer built on others judged one wire at a time, so a wrong wire fails only the check of the
-    block it is in. Each wire is ``(says, judge)``: what the contract says one sub-layer must get, or
-    what the layer must make of their answers, and ``judge(calls, inputs, output) -> (got, expected)``
-    over the layer's calls of its own sub-layers (``calls[name]``: the first
+    block it is in. An output equal to ``reference`` (the trusted layer) or to ``composed()`` (the judge's
+    composition of the layer's own sub-layers wired as the contract says) has every wire right, however the
+    layer calls them (once, or once per sequence) or computes one of them inline. Otherwise each wire
+    ``(says, judge)`` must hold: what the contract says one sub-layer must get, or what the layer must make
+    of their answers, with ``judge(calls, inputs, output) -> (got, expected)`` over the layer's calls of its
+    own sub-layers in that forward (``calls[name]``: the first
     :class:`~autograder.harness.remote.SublayerCall` of that submodule, a stand-in's answer included:
-    :meth:`~autograder.harness.remote.Handle.with_sublayer_calls`), its inputs and its output. An output
-    equal to ``reference`` (the trusted layer) has every wire right, however it computed it."""
+    :meth:`~autograder.harness.remote.Handle.with_sublayer_calls`), its inputs and its output."""
     output, calls = layer.with_sublayer_calls(*inputs)
-    if is_close(output, reference, atol=atol, rtol=rtol):
+    if is_close(output, reference, atol=atol, rtol=rtol) or is_close(output, composed(), atol=atol, rtol=rtol,
+                                                                     equal_nan=True):
         return
+    first = _FirstCalls(layer, calls, what, atol, rtol)
     for says, judge in wires:
+        first.says = says
         try:
-            got, expected = judge(_FirstCalls(calls, what, says), inputs, output)
-        except (TypeError, RuntimeError) as exc:  # a sub-layer gave something the wire's sum cannot take
+            got, expected = judge(first, inputs, output)
+        # A sub-layer gave something the wire's sum cannot take, or the layer passed it something odd.
+        except (TypeError, RuntimeError, AttributeError, IndexError, ValueError) as exc:
             fail(f"{what}: {says}, but it could not be checked ({type(exc).__name__}: {str(exc)[:200]})")
         expect_close(got, expected, f"{what}: {says}", atol=atol, rtol=rtol, equal_nan=True)
 

@@ -15,7 +15,7 @@ from autograder.judge.checks import (backpropagate, expect_children, expect_clos
                                      in_eval_mode, is_close, load_weights, random_tensor)
 from trusted import (D_FF, EMBEDDING_DIM, ENCODER_PARTS, ENCODER_WIRES, HEADS, SETUP, TOKENS, encoder, encoder_state,
                      end_to_end_tolerance, future_positions, own_parts, torch_encoder_output, trusted_parts,
-                     with_dropout, with_stand_ins)
+                     with_dropout, with_stand_ins, wired_otherwise)
 
 DROPOUT = "torch.nn.modules.dropout.Dropout"
 STATE = encoder_state(61, EMBEDDING_DIM, D_FF)
@@ -66,7 +66,9 @@ def expect_block_wired(side, block: str) -> None:
     for layer, inputs, state, num_heads, d_ff, what in setups(side):
         x, mask = inputs
         expect_wires(layer, inputs, ENCODER_WIRES[block], what,
-                     reference=torch_encoder_output(state, x, num_heads, d_ff, mask), **TOLERANCE)
+                     reference=torch_encoder_output(state, x, num_heads, d_ff, mask),
+                     composed=lambda layer=layer, x=x, mask=mask: encoder(x, own_parts(layer, ENCODER_PARTS), mask),
+                     **TOLERANCE)
 
 
 def test_encoder_attention_block(student):
@@ -113,7 +115,7 @@ def test_encoder_gradients_reach_all_parameters(student):
     answer = layer.grad(x, causal, upstream=upstream)
     leaf, expected = x.clone().requires_grad_(True), {}
     composed = encoder(leaf, own_parts(layer, ENCODER_PARTS, gradients=expected), causal)
-    if not is_close(answer["output"], composed.detach(), equal_nan=True, **TOLERANCE):
+    if wired_otherwise(layer, answer["output"], composed.detach(), (x, causal), TOLERANCE):
         expect_gradients_reach(answer, ("its input",), state, "EncoderLayer")
         return
     backpropagate(composed, upstream)
@@ -136,7 +138,7 @@ def test_encoder_dropout_only_in_training(student):
     composed, reference = encoder(X, own_parts(layer, ENCODER_PARTS)), encoder(X, trusted_parts(STATE, HEADS, ENCODER_PARTS))
     if not (is_close(first, composed, equal_nan=True, **TOLERANCE) or is_close(first, reference, **TOLERANCE)):
         # Wired otherwise (the block checks say where), or zeroing in eval mode: what holds whatever the wiring.
-        expect_random_only_in_training(first, loaded(student).eval()(X), layer.train().using(student.seeded(69))(X),
+        expect_random_only_in_training(first, loaded(student)(X), layer.train().using(student.seeded(69))(X),
                                         in_eval_mode(what, first, again), "the same layer with dropout=0", what)
         return
     layer.train()

@@ -184,14 +184,17 @@ def decoder(x, memory, parts, drop=no_dropout):
 # layer passes on from it (the next block's input).
 def hidden(mask, queries: int, keys: int) -> torch.Tensor:
     """The (queries, keys) pairs a mask given to attention hides, as 0/1 floats: True (or, in a float
-    mask, anything but 0) = hidden, the same for every batch entry and head; None hides nothing."""
+    mask, anything but 0) = hidden, the same for every batch entry and head; None hides nothing. A mask
+    of other sizes answers as itself (at most its first 64 entries: a comparison names its shape)."""
     if mask is None:
         return torch.zeros(queries, keys)
     hides = torch.as_tensor(mask) != 0
+    if hides.dim() < 2 or hides.dim() > 4 or hides.shape[-2:].numel() > queries * keys or hides.numel() > 2**16:
+        return hides.reshape(-1)[:64].float()
     try:
         per_sequence = hides.expand(*hides.shape[:-2], queries, keys).reshape(-1, queries, keys)
-    except (RuntimeError, IndexError):
-        return hides.float()  # not a mask of these sizes: the comparison names its shape
+    except RuntimeError:
+        return hides.float()
     same = bool((per_sequence == per_sequence[:1]).all())
     return per_sequence[0].float() if same else hides.float()
 
@@ -201,13 +204,10 @@ def _argument(name: str, index: int, argument: str):
     return lambda calls: calls[name].argument(index, argument)
 
 
-def _attention_wires(name: str, query, keys, mask) -> tuple:
+def _attention_wires(name: str, query, keys, mask, sizes) -> tuple:
     """What attention ``name`` must get: ``query`` and ``keys`` (``(says, source(calls, inputs))``, None
     for a query judged as the previous block's output), as its query, and its key and value, and the
-    mask ``mask`` (``(says, hides(inputs, queries, keys))``)."""
-    def sizes(calls):
-        return calls[name].argument(0, "query").shape[1], calls[name].argument(1, "key").shape[1]
-
+    mask ``mask`` (``(says, hides(inputs, queries, keys))``), for ``sizes(inputs)``: (queries, keys)."""
     wires = () if query is None else ((f"{name} must get {query[0]} as its query", lambda calls, inputs, output: (
         _argument(name, 0, "query")(calls), query[1](calls, inputs))),)
     return (*wires,
@@ -216,7 +216,7 @@ def _attention_wires(name: str, query, keys, mask) -> tuple:
             (f"{name} must get {keys[0]} as its value", lambda calls, inputs, output: (
                 _argument(name, 2, "value")(calls), keys[1](calls, inputs))),
             (f"{name} must get {mask[0]}", lambda calls, inputs, output: (
-                hidden(_argument(name, 3, "mask")(calls), *sizes(calls)), mask[1](inputs, *sizes(calls)))))
+                hidden(_argument(name, 3, "mask")(calls), *sizes(inputs)), mask[1](inputs, *sizes(inputs)))))
 
 
 def _residual(norm: str, block: str, block_input: str, source) -> tuple:
@@ -238,7 +238,8 @@ LAYER_INPUT = ("the layer's input x", lambda calls, inputs: inputs[0])
 ENCODER_WIRES = {  # inputs: (x, mask)
     "attention": (
         *_attention_wires("self_attn", LAYER_INPUT, LAYER_INPUT, (
-            "the layer's mask (True = hidden)", lambda inputs, queries, keys: hidden(inputs[1], queries, keys))),
+            "the layer's mask (True = hidden)", lambda inputs, queries, keys: hidden(inputs[1], queries, keys)),
+            lambda inputs: (inputs[0].shape[1],) * 2),
         _residual("norm1", "self_attn", "x", LAYER_INPUT[1]),
         _passed_on("norm1", "ff")),
     "feed_forward": (
@@ -249,12 +250,13 @@ DECODER_WIRES = {  # inputs: (x, memory)
     "self_attention": (
         *_attention_wires("self_attn", LAYER_INPUT, LAYER_INPUT, (
             "the causal mask (True strictly above the diagonal)",
-            lambda inputs, queries, keys: future_positions(queries).float())),
+            lambda inputs, queries, keys: future_positions(queries).float()), lambda inputs: (inputs[0].shape[1],) * 2),
         _residual("norm1", "self_attn", "x", LAYER_INPUT[1]),
         _passed_on("norm1", "cross_attn", (0, "query"))),
     "cross_attention": (
         *_attention_wires("cross_attn", None, ("the encoder's output (memory)", lambda calls, inputs: inputs[1]), (
-            "no mask (it sees all of memory)", lambda inputs, queries, keys: torch.zeros(queries, keys))),
+            "no mask (it sees all of memory)", lambda inputs, queries, keys: torch.zeros(queries, keys)),
+            lambda inputs: (inputs[0].shape[1], inputs[1].shape[1])),
         _residual("norm2", "cross_attn", "cross_attn's query",
                   lambda calls, inputs: calls["cross_attn"].argument(0, "query")),
         _passed_on("norm2", "ff")),
@@ -294,6 +296,17 @@ def own_parts(layer, names: tuple, gradients: dict | None = None, stream=None) -
         sub = sub.using(stream) if stream is not None else sub
         parts[name] = differentiable(sub, gradients, f"{name}.") if gradients is not None else sub
     return parts
+
+
+def wired_otherwise(layer, output, composed, inputs: tuple, tolerance: dict) -> bool:
+    """Whether ``output``, the layer's answer in a gradient check, is not its own submodules wired as the
+    docstring says (``composed``), and is what the layer answers to the same ``inputs`` without gradients:
+    the check then judges only what holds of gradients whatever the wiring (a layer that answers otherwise
+    when its inputs require gradients is held to the composition)."""
+    from autograder.judge.checks import is_close  # see own_parts
+
+    return (not is_close(output, composed, equal_nan=True, **tolerance)
+            and is_close(layer(*inputs), output, equal_nan=True, **tolerance))
 
 
 def with_dropout(forward, p: float, seed: int):
