@@ -9,7 +9,7 @@ RUN_READY := $(READY) $(if $(PYTHONDONTWRITEBYTECODE),$(COMPILED))
 DEV_READY := $(VENV)/.dev-requirements-installed
 LAB_OPTION := $(if $(LAB),--lab $(LAB))
 
-.PHONY: help setup grade grade-container merge bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
+.PHONY: help setup grade grade-container verify merge bench test test-fast check new-lab release solutions student-bundle gradescope-zip clean
 .DEFAULT_GOAL := help
 
 ## make help: these commands, one line each
@@ -44,12 +44,20 @@ COHORT_OPTIONS := $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)
 # Only for code you trust: grade where student code's files cannot be confined (every report says so, in red).
 CONFINEMENT_OPTION := $(if $(NO_CONFINEMENT),--no-confinement)
 
-## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1] [SHARD=i/N] [NO_CONFINEMENT=1]: grade
-## a cohort, lab by lab, write the reports (NBGRADER=1 also records the points in nbgrader's gradebook; SHARD=i/N grades
-## slice i of N; NO_CONFINEMENT=1 grades where the sandbox cannot confine files, for code you trust)
+## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1] [SHARD=i/N] [REPEAT=n] [NO_CONFINEMENT=1]:
+## grade a cohort, lab by lab, write the reports (NBGRADER=1 also records the points in nbgrader's gradebook; SHARD=i/N
+## grades slice i of N; REPEAT=n grades it n times and names the checks whose verdict changes; NO_CONFINEMENT=1 grades
+## where the sandbox cannot confine files, for code you trust)
 grade: $(RUN_READY)
 	$(PY) -m autograder grade $(COHORT_OPTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) \
-		$(if $(SHARD),--shard $(SHARD)) $(CONFINEMENT_OPTION)
+		$(if $(SHARD),--shard $(SHARD)) $(if $(REPEAT),--repeat $(REPEAT)) $(CONFINEMENT_OPTION)
+
+## make verify [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [STUDENTS="a b"] [REPEAT=n]: grade the submissions behind OUT again
+## and say, per student, whether today's grade is the recorded one (exit status 1 when one differs)
+verify: $(RUN_READY)
+	$(PY) -m autograder verify $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
+		$(if $(STUDENTS),--students $(STUDENTS)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(JOBS),--jobs $(JOBS)) \
+		$(CONFINEMENT_OPTION)
 
 ## make grade-container [the variables of make grade] [IMAGE=name] [DRY_RUN=1]: make grade inside the kit's container
 ## (Docker or Podman), as root there: the whole sandbox on macOS, Windows or Linux without root (DRY_RUN=1 prints

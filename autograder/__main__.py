@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.course import KIT_ROOT, directory
+from autograder.course import KIT_ROOT, directory, unpinned
 from autograder.lab import Lab, LabError, all_labs, find_lab
 from autograder.limits import JOBS, add_options, from_options
 from autograder.text import one_line
@@ -74,9 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
     grade.add_argument("--shard", type=shard_argument, help="i/N: grade only slice i of N of the cohort (each "
                        "student's slice follows from their folder's name), for `merge` to join")
+    grade.add_argument("--repeat", type=int, default=1, help="grade the cohort this many times (other job counts) and "
+                       "name in report.html the checks whose verdict changes between runs (default: 1)")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
+    verify = command("verify", "grade the submissions behind an output folder again and say, per student, whether "
+                     "today's grade is the recorded one (and what differs)", parents=[limits, some_labs, cohort])
+    verify.add_argument("--students", nargs="+", help="only these students (default: every student of the folder)")
+    verify.add_argument("--repeat", type=int, default=1, help="grade them this many times (other job counts) and name "
+                        "the checks whose verdict changes between runs (default: 1)")
+    verify.add_argument("--jobs", type=int, default=JOBS, help=f"submissions graded in parallel (default: {JOBS})")
     merge = command("merge", "join the outputs of `grade --shard i/N` into one course, as one run over the whole "
                     "cohort writes it (reports, grades.csv, report.html with similarity across all shards)",
                     parents=[some_labs, cohort])
@@ -139,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         return grade_command(parser, options, labs)
     if options.command == "merge":
         return merge_command(parser, options, labs)
+    if options.command == "verify":
+        return verify_command(parser, options, labs)
     if options.command == "bench":
         from autograder.batch.bench import run as run_bench
 
@@ -156,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if options.part and options.part not in lab.part_ids:
         parser.error(f"no part {options.part!r} in the {lab.name} lab: its parts are {', '.join(lab.part_ids)}")
+    # A student's copy cannot prove its environment with the reference solution (it must not hold it): the
+    # versions it runs on against the pinned ones are what it can say.
+    for found in unpinned()[:3]:
+        print(f"warning: {found}: the points here may differ from your instructor's (make setup installs the "
+              "pinned versions)", file=sys.stderr)
     start_zygote()
     import pytest
 
@@ -239,7 +254,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
     try:
         runs = grade_course(labs, submissions, out, jobs=options.jobs, force=options.force,
                             limits=from_options(options), replay=not options.no_replay, shard=options.shard,
-                            files_required=not options.no_confinement)
+                            files_required=not options.no_confinement, repeat=options.repeat)
     except (Unconfined, ForeignOutput, EnvironmentUnproven) as refused:
         print(f"error: nothing graded: {refused}", file=sys.stderr)
         return 2
@@ -251,6 +266,10 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
             print(f"warning: not enforced on this machine: {warning}", file=sys.stderr)
         for student, why in run.ungraded.items():
             print(f"error: not graded: {run.lab}: {one_line(student)}: {one_line(why)}", file=sys.stderr)
+        for check, students in run.unstable.items():
+            print(f"warning: unstable: {run.lab}: {check}: its verdict changed between the {options.repeat} runs for "
+                  f"{', '.join(one_line(s) for s in students[:5])}{', ...' if len(students) > 5 else ''}",
+                  file=sys.stderr)
         if run.removed:
             names = ", ".join(one_line(name) for name in run.removed[:5]) + (", ..." if len(run.removed) > 5 else "")
             print(f"{run.lab}: removed the reports of {len(run.removed)} students no longer in the submissions "
@@ -265,6 +284,27 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
     else:
         print(f"the course: {out / 'grades.csv'} (one row per student, one total per lab)")
     return 1 if any(run.ungraded for run in runs) or not recorded else 0
+
+
+def verify_command(parser, options, labs: list[Lab]) -> int:
+    from autograder.batch.grade import labs_submitted
+    from autograder.batch.verify import verify
+
+    submissions = submissions_folder(parser, options)
+    out = options.out.resolve()
+    same = True
+    for lab in labs_submitted(labs, submissions):
+        if not (out / lab.name).is_dir():
+            continue
+        checked = verify(lab, submissions, out / lab.name, options.students, options.repeat, options.jobs,
+                         from_options(options), not options.no_confinement)
+        for verdict in checked.verdicts:
+            print(verdict.line(lab.name))
+        for check, students in checked.unstable.items():
+            print(f"{lab.name}: unstable: {check}: its verdict changed between the {options.repeat} runs for "
+                  f"{', '.join(one_line(s) for s in students)}")
+        same = same and checked.identical
+    return 0 if same else 1
 
 
 def merge_command(parser, options, labs: list[Lab]) -> int:

@@ -7,7 +7,10 @@ release (:mod:`autograder.authoring.release`).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import platform
+import re
 import subprocess
 import sys
 from functools import cache
@@ -78,3 +81,22 @@ def run_nbgrader(*args: str, course: Path = KIT_ROOT, quiet: bool = False) -> No
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs `alembic`
     run_command([str(bin_dir / "nbgrader"), *args, "--log-level=WARN"], course, quiet, env)
+
+
+def unpinned() -> list[str]:
+    """The installed packages whose versions are not requirements.txt's pins, torch first, and Python
+    when it is not one the kit is tested on: ``["torch 2.11.0 (pinned 2.13.0)", ...]``."""
+    def name(text: str) -> str:
+        return re.sub(r"[-_.]+", "-", text).lower()
+
+    installed = {name(dist.metadata["Name"]): dist.version for dist in importlib.metadata.distributions()}
+    found = []
+    for line in (KIT_ROOT / "requirements.txt").read_text().splitlines():
+        pin = re.match(r"([A-Za-z0-9_.\-]+)==(\S+)", line)
+        # A local label is the same release (PEP 440: ==2.13.0 accepts torch's 2.13.0+cpu).
+        if pin and installed.get(name(pin[1]), "").split("+")[0] != pin[2]:
+            found.append((name(pin[1]) != "torch", f"{pin[1]} {installed.get(name(pin[1]), 'missing')} (pinned {pin[2]})"))
+    python = platform.python_version_tuple()[:2]
+    if python not in (("3", "11"), ("3", "12"), ("3", "13")):
+        found.append((True, f"Python {platform.python_version()} (tested: 3.11, 3.12, 3.13)"))
+    return [said for _, said in sorted(found, key=lambda item: item[0])]

@@ -288,6 +288,7 @@ class CohortRun:
     seconds: float = 0.0
     again: str = ""  # why students graded before were graded again (autograder.batch.provenance.why_again)
     removed: list[str] = field(default_factory=list)  # students whose reports were removed: no longer submitted
+    unstable: dict[str, list[str]] = field(default_factory=dict)  # "part: check": students whose verdict changed
 
     @property
     def students(self) -> int:

@@ -18,6 +18,7 @@ import pytest
 from autograder.batch import grade as batch
 from autograder.batch import provenance
 from autograder.batch.grade import grade
+from autograder.batch.verify import verify
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS
 from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table
@@ -222,14 +223,20 @@ def test_an_output_folder_holds_one_cohorts_reports_and_nothing_else(tmp_path):
     assert [p.name for p in foreign.iterdir()] == ["chapter1.tex"]
 
 
+def lab_with_checks(tmp_path, monkeypatch, edit):
+    """The kit sees LAB's checks copied and ``test_scores.py`` edited (``edit(text)``); the real property."""
+    checks = shutil.copytree(LAB.source, tmp_path / LAB.name, ignore=shutil.ignore_patterns("__pycache__")) / "tests"
+    (checks / "test_scores.py").write_text(edit((checks / "test_scores.py").read_text()))
+    real = Lab.checks
+    monkeypatch.setattr(Lab, "checks", property(lambda lab: checks if lab.name == LAB.name else real.fget(lab)))
+    return real
+
+
 def test_the_reference_solution_proves_the_environment_before_a_cohort_is_graded(tmp_path, monkeypatch):
     """A check whose expected values this environment gets otherwise (simulated: one doubled) fails the
     reference first: nothing is graded, and the message names the check and the packages found."""
-    checks = shutil.copytree(LAB.source, tmp_path / LAB.name, ignore=shutil.ignore_patterns("__pycache__")) / "tests"
-    test = checks / "test_scores.py"
-    test.write_text(test.read_text().replace("expect_document(scores, QUERY2_SCORES,", "expect_document(scores, 2 * QUERY2_SCORES,"))
-    real = Lab.checks
-    monkeypatch.setattr(Lab, "checks", property(lambda lab: checks if lab.name == LAB.name else real.fget(lab)))
+    real = lab_with_checks(tmp_path, monkeypatch, lambda text: text.replace(
+        "expect_document(scores, QUERY2_SCORES,", "expect_document(scores, 2 * QUERY2_SCORES,"))
     monkeypatch.setattr(batch, "unpinned", lambda: ["torch 2.11.0 (pinned 2.13.0)"])
     cohort, out = reference_cohort(tmp_path / "cohort", ("amy",)), tmp_path / "out"
     with pytest.raises(batch.EnvironmentUnproven) as refused:
@@ -245,6 +252,45 @@ def test_the_reference_solution_proves_the_environment_before_a_cohort_is_graded
     proof = (out / batch.REFERENCE_PROOF).stat().st_mtime_ns
     grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), force=True)
     assert (out / batch.REFERENCE_PROOF).stat().st_mtime_ns == proof
+
+
+# A check that passes and fails in turn (judge-side state: each run's fresh lanes evaluate it once more).
+FLAKY = """
+import os, pathlib
+
+
+def test_query_scores_match_document(student):
+    state = pathlib.Path(os.environ["FLAKY_CHECK_STATE"])
+    runs = int(state.read_text()) if state.exists() else 0
+    state.write_text(str(runs + 1))
+    assert runs % 2 == 0, "a flaky check"
+
+
+def _replaced_by_the_flaky_one(student):"""
+
+
+def test_a_grade_is_verified_later_and_a_flaky_check_is_named_unstable(tmp_path, monkeypatch):
+    cohort, out = reference_cohort(tmp_path / "cohort", ("amy", "bo")), tmp_path / "out"
+    grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
+    same = verify(LAB, cohort, out)
+    assert same.identical and [v.line("attention") for v in same.verdicts] == [
+        "attention: amy: identical (100/100)", "attention: bo: identical (100/100)"]
+    # A submission changed since: what differs, and that the submission did.
+    softmax = cohort / "bo" / "attention" / "softmax.py"
+    softmax.write_text(softmax.read_text().replace("dim=dim", "dim=0", 1))
+    changed = verify(LAB, cohort, out, students=["bo"])
+    [line] = [v.line("attention") for v in changed.verdicts]
+    assert line.startswith("attention: bo: differs (recorded 100, now ") and "passed -> failed" in line, line
+    assert line.endswith("since it was recorded: the submission changed"), line
+    # A flaky check (it passes and fails in turn): REPEAT=3 names it, and nothing else.
+    monkeypatch.setenv("FLAKY_CHECK_STATE", str(tmp_path / "flaky"))
+    lab_with_checks(tmp_path, monkeypatch, lambda text: text.replace("\n\ndef test_query_scores_match_document(student):",
+                                                                     FLAKY, 1))
+    repeated = grade(LAB, reference_cohort(tmp_path / "again"), tmp_path / "flaky-out", jobs=1, stream=io.StringIO(),
+                     repeat=3)
+    assert list(repeated.unstable) == ["scores: test_query_scores_match_document"], repeated.unstable
+    report = (tmp_path / "flaky-out" / "report.html").read_text()
+    assert "Unstable checks" in report and "scores: test_query_scores_match_document</code>: amy" in report
 
 
 def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):

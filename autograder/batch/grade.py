@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import io
 import json
 import os
 import queue
@@ -40,9 +41,10 @@ from typing import TYPE_CHECKING
 
 from urllib.parse import quote
 
+from autograder.course import unpinned
 from autograder.files import what_went_wrong, write_atomically
 from autograder.batch.lane import Lane
-from autograder.batch.provenance import changes, read_stamp, run_provenance, submission_digest, unpinned, why_again
+from autograder.batch.provenance import changes, read_stamp, run_provenance, submission_digest, why_again
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, JOBS, Limits, amount
 from autograder.platforms.gradescope import results_json
@@ -323,16 +325,45 @@ def prepare_reports_meanwhile(lab: Lab, staged_folders: dict[str, Path], class_f
 
 
 def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], similar: dict,
-                      removed: tuple[str, ...] = ()) -> None:
+                      removed: tuple[str, ...] = (), unstable: dict | None = None) -> None:
     """The class's grades.csv and report.html, with the near-copies among the staged submissions
-    (:func:`autograder.reports.similarity.near_copies`) and the students whose reports were removed."""
+    (:func:`autograder.reports.similarity.near_copies`), the students whose reports were removed and the
+    checks whose verdict changed between runs (:func:`unstable_checks`)."""
     from autograder.reports.class_report import class_report  # see prepare_reports_meanwhile
 
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
-    write_atomically(out / "report.html", class_report(lab, records, links, similar, removed))
+    write_atomically(out / "report.html", class_report(lab, records, links, similar, removed, unstable or {}))
+
+
+def regraded(lab: Lab, cohort: list[Submission], staged_folders: dict[str, Path], jobs: int, limits: Limits,
+             replay: bool, files_required: bool) -> dict[str, SubmissionResult]:
+    """The cohort's staged submissions graded once more, in ``jobs`` fresh lanes, into a folder of its own:
+    every student's record."""
+    with tempfile.TemporaryDirectory(prefix="autograder-again-") as folder:
+        out = Path(folder)
+        handed_in = [(s, staged_folders[s.student], {}) for s in cohort if not s.problems and s.handed_in]
+        grade_in_lanes(lab, handed_in, out, jobs, limits, replay, files_required, Progress(lab.name, 0, io.StringIO()),
+                       Lane(lab, limits, replay, files_required))
+        return {s.student: record for s, *_ in handed_in if (record := read_record(student_folder(out, s.student)))}
+
+
+def unstable_checks(lab: Lab, records: list[SubmissionResult], again: list[dict[str, SubmissionResult]]
+                    ) -> dict[str, list[str]]:
+    """``{"part: check": [students]}``: the checks whose verdict for a student is not the same in every run
+    (``records``, then each of ``again``): the check's fault, or the platform's, never the student's."""
+    unstable: dict[str, list[str]] = {}
+    for record in records:
+        verdicts = {(c.part, c.name): {c.passed} for c in record.checks}
+        for run in again:
+            for check in run[record.student].checks if record.student in run else ():
+                verdicts.setdefault((check.part, check.name), set()).add(check.passed)
+        for (part, name), seen in verdicts.items():
+            if len(seen) > 1:
+                unstable.setdefault(f"{part}: {name}", []).append(record.student)
+    return {check: unstable[check] for check in sorted(unstable, key=lambda c: (lab.part_ids.index(c.split(":")[0]), c))}
 
 
 def remove_former_students(out: Path, cohort: list[Submission]) -> list[str]:
@@ -410,12 +441,14 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True,
-          shard: Shard | None = None, files_required: bool = True) -> CohortRun:
+          shard: Shard | None = None, files_required: bool = True, repeat: int = 1) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     run (every student's record, and who could not be graded). ``replay=False`` runs every check in
     full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only:
     no grades.csv, report.html or similarity (a Gradescope upload, a cohort of one whose class report
     nobody reads, a shard). ``shard`` grades its slice of the cohort only (:mod:`autograder.batch.shard`).
+    ``repeat`` > 1 grades the whole cohort that many times more, in other lanes (one lane, then two, ...), and
+    names the checks whose verdict changed between runs (:func:`unstable_checks`) in the run and report.html.
     Raises :class:`autograder.harness.sandbox.Unconfined` before anything is graded where this machine cannot
     confine student code's files, unless ``files_required`` is False (``--no-confinement``), and
     :class:`EnvironmentUnproven` where the lab's reference solution does not score full marks here
@@ -450,13 +483,16 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
                 lanes.ungraded.setdefault(submission.student, "no report")
         records = [r for r in records if r is not None]
         removed = remove_former_students(out, cohort) if shard is None else []
+        unstable = unstable_checks(lab, records, [
+            regraded(lab, cohort, staged_folders, 1 + run % max(jobs, 1), limits, replay, files_required)
+            for run in range(repeat - 1)])
         if class_files:
-            write_class_files(lab, out, records, similar.result(), tuple(removed))
+            write_class_files(lab, out, records, similar.result(), tuple(removed), unstable)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo),
                      replayed_checks=lanes.replayed, ungraded=lanes.ungraded, warnings=sorted(lanes.warnings),
-                     seconds=time.monotonic() - started, again=again or "", removed=removed)
+                     seconds=time.monotonic() - started, again=again or "", removed=removed, unstable=unstable)
 
 
 def grade_course(labs: list[Lab], submissions: Path, out: Path, shard: Shard | None = None, **options

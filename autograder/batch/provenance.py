@@ -12,7 +12,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -93,22 +92,3 @@ def why_again(lab: str, changed: dict[str, list[str]]) -> str | None:
         return None
     listed = said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
     return f"{lab}: {listed} changed since these grades: grading {again} again"
-
-
-def unpinned() -> list[str]:
-    """The installed packages whose versions are not requirements.txt's pins, torch first, and Python
-    when it is not one the kit is tested on: ``["torch 2.11.0 (pinned 2.13.0)", ...]``."""
-    def name(text: str) -> str:
-        return re.sub(r"[-_.]+", "-", text).lower()
-
-    installed = {name(dist.metadata["Name"]): dist.version for dist in importlib.metadata.distributions()}
-    found = []
-    for line in (KIT_ROOT / "requirements.txt").read_text().splitlines():
-        pin = re.match(r"([A-Za-z0-9_.\-]+)==(\S+)", line)
-        # A local label is the same release (PEP 440: ==2.13.0 accepts torch's 2.13.0+cpu).
-        if pin and installed.get(name(pin[1]), "").split("+")[0] != pin[2]:
-            found.append((name(pin[1]) != "torch", f"{pin[1]} {installed.get(name(pin[1]), 'missing')} (pinned {pin[2]})"))
-    python = platform.python_version_tuple()[:2]
-    if python not in (("3", "11"), ("3", "12"), ("3", "13")):
-        found.append((True, f"Python {platform.python_version()} (tested: 3.11, 3.12, 3.13)"))
-    return [said for _, said in sorted(found, key=lambda item: item[0])]

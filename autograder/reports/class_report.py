@@ -75,10 +75,11 @@ def near_copies(similar: dict | None) -> dict[str, list[dict]]:
 
 
 def class_report(lab: Lab, records: list[SubmissionResult], links: dict[str, str], similar: dict | None = None,
-                 removed: tuple[str, ...] = ()) -> str:
+                 removed: tuple[str, ...] = (), unstable: dict[str, list[str]] | None = None) -> str:
     """``links``: each student's feedback page, relative to the report; ``similar``: the near-copies
     (:func:`autograder.reports.similarity.near_copies`; None leaves the section out); ``removed``: the
-    students whose reports this run removed (no longer in the submissions)."""
+    students whose reports this run removed (no longer in the submissions); ``unstable``: the checks whose
+    verdict changed between runs of ``make grade REPEAT=n`` (``{"part: check": [students]}``)."""
     everyone = sorted(records, key=lambda r: r.student)
     # Who handed nothing in is listed apart and left out of every statistic: a 0 would pull the means.
     absent = [{"name": one_line(r.student), "link": links.get(r.student, "")} for r in everyone if not r.handed_in]
@@ -119,5 +120,7 @@ def class_report(lab: Lab, records: list[SubmissionResult], links: dict[str, str
             "checks": checks, "suspect": [c for c in checks if c["suspect"]],
             "hardest": sorted(checks, key=lambda c: c["rate"])[:10], "similar": similar,
             "unconfined": [one_line(r.student) for r in records if r.unconfined], "unconfined_warning": UNCONFINED_WARNING,
-            "removed": [one_line(name) for name in removed]}
+            "removed": [one_line(name) for name in removed],
+            "unstable": [{"check": check, "students": [one_line(s) for s in students]}
+                         for check, students in (unstable or {}).items()]}
     return TEMPLATES.get_template("class_report.html").render(view=view)
