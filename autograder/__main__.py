@@ -240,7 +240,7 @@ def record_in_gradebook(options, labs: list[Lab], runs) -> bool:
 
 
 def grade_command(parser, options, labs: list[Lab]) -> int:
-    from autograder.batch.grade import EnvironmentUnproven, ForeignOutput, grade_course, labs_submitted
+    from autograder.batch.grade import EnvironmentUnproven, ForeignOutput, grade_course, labs_submitted, set_aside
     from autograder.harness.sandbox import Unconfined
 
     submissions = submissions_folder(parser, options)
@@ -272,8 +272,8 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
                   file=sys.stderr)
         if run.removed:
             names = ", ".join(one_line(name) for name in run.removed[:5]) + (", ..." if len(run.removed) > 5 else "")
-            print(f"{run.lab}: removed the reports of {len(run.removed)} students no longer in the submissions "
-                  f"({names})")
+            print(f"{run.lab}: moved the reports of {len(run.removed)} students no longer in the submissions "
+                  f"({names}) to {set_aside(out / run.lab)}")
         files = "" if options.shard else "grades.csv, report.html, "
         print(f"{run.lab}: graded {run.graded} submissions ({run.skipped} unchanged, skipped) of "
               f"{run.students} in {run.seconds:.1f} s; mean {run.mean:.1f}; reports in {out / run.lab}/ "

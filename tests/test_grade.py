@@ -213,6 +213,8 @@ def test_an_output_folder_holds_one_cohorts_reports_and_nothing_else(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [".autograder-output", "attention", "grades.csv"]
     [run] = batch.grade_course(LABS, reference_cohort(tmp_path / "term2", ("amy",)), out, jobs=1, stream=io.StringIO())
     assert run.removed == ["bo"] and [p.name for p in (out / "attention" / "students").iterdir()] == ["amy"]
+    assert (tmp_path / ".out-removed" / "attention" / "bo" / "summary.json").is_file()  # beside OUT, not lost
+    assert (tmp_path / ".out-removed" / "transformer" / "report.html").read_text() == "another cohort"
     assert "the reports of 1 student no longer in the submissions (bo)" in (out / "attention" / "report.html").read_text()
     # A folder that holds anything else is refused, not written.
     foreign = tmp_path / "thesis"

@@ -240,10 +240,10 @@ def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, f
     return todo, staged_folders, changed
 
 
-def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Path, jobs: int, limits: Limits,
-                   replay: bool, files_required: bool, progress: Progress, first: Lane) -> LaneRun:
-    """Grade ``todo`` in ``jobs`` lanes, ``first`` one of them (the lane that proved the environment: started,
-    its replay warm); write each student's files (and fingerprint) as soon as graded."""
+def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Path, lanes: list[Lane],
+                   progress: Progress) -> LaneRun:
+    """Grade ``todo`` in ``lanes`` (closed when done); write each student's files (and fingerprint) as soon as
+    graded."""
     work: queue.Queue = queue.Queue()
     for item in todo:
         work.put(item)
@@ -285,7 +285,6 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
         finally:
             lane.close()
 
-    lanes = [first, *(Lane(lab, limits, replay, files_required) for _ in range(max(1, jobs) - 1))]
     threads = [threading.Thread(target=lane_loop, args=(lane,)) for lane in lanes]
     for thread in threads:
         thread.start()
@@ -345,8 +344,8 @@ def regraded(lab: Lab, cohort: list[Submission], staged_folders: dict[str, Path]
     with tempfile.TemporaryDirectory(prefix="autograder-again-") as folder:
         out = Path(folder)
         handed_in = [(s, staged_folders[s.student], {}) for s in cohort if not s.problems and s.handed_in]
-        grade_in_lanes(lab, handed_in, out, jobs, limits, replay, files_required, Progress(lab.name, 0, io.StringIO()),
-                       Lane(lab, limits, replay, files_required))
+        grade_in_lanes(lab, handed_in, out, [Lane(lab, limits, replay, files_required) for _ in range(jobs)],
+                       Progress(lab.name, 0, io.StringIO()))
         return {s.student: record for s, *_ in handed_in if (record := read_record(student_folder(out, s.student)))}
 
 
@@ -366,14 +365,24 @@ def unstable_checks(lab: Lab, records: list[SubmissionResult], again: list[dict[
     return {check: unstable[check] for check in sorted(unstable, key=lambda c: (lab.part_ids.index(c.split(":")[0]), c))}
 
 
+def set_aside(out: Path) -> Path:
+    """Where the reports of ``out`` (a lab's folder of the course folder OUT) go when their students are no
+    longer in the submissions: beside OUT, not in it (``.OUT-removed/<lab>/``), so nothing is lost."""
+    return out.parent.parent / f".{out.parent.name}-removed" / out.name
+
+
 def remove_former_students(out: Path, cohort: list[Submission]) -> list[str]:
-    """Remove the reports of students no longer in the submissions, so every file under ``out`` is the
-    current cohort's (an instructor who hands out ``students/`` sends no stale page); their names."""
+    """Move the reports of students no longer in the submissions out of ``out`` (to :func:`set_aside`), so
+    every file under it is the current cohort's (an instructor who hands out ``students/`` sends no stale
+    page); their names."""
     folder = out / STUDENTS
     current = {submission.student for submission in cohort}
     gone = sorted(path.name for path in folder.iterdir() if path.name not in current) if folder.is_dir() else []
     for name in gone:
-        shutil.rmtree(folder / name)
+        target = set_aside(out) / name
+        shutil.rmtree(target, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(folder / name, target)
     return gone
 
 
@@ -464,23 +473,31 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         provenance = run_provenance(lab, limits, files_required)
-        first = Lane(lab, limits, replay, files_required)  # proves the environment, then grades: closed by the lanes
+        todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance)
+        lanes = [Lane(lab, limits, replay, files_required) for _ in range(max(1, min(jobs, len(todo))))]
+        # The first lane proves the environment, then grades (its replay warm); the others start meanwhile.
+        starting = [threading.Thread(target=lane.start) for lane in lanes[1:]]
+        for thread in starting:
+            thread.start()
         try:
-            prove_environment(lab, out, provenance, first, staging)
-            todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance)
+            prove_environment(lab, out, provenance, lanes[0], staging)
         except BaseException:
-            first.close()
+            for thread in starting:
+                thread.join()
+            for lane in lanes:
+                lane.close()
             raise
+        for thread in starting:
+            thread.join()
         again = why_again(lab.name, changed)
         if again:
             print(again, file=stream, flush=True)  # before the progress, which it explains
         similar = prepare_reports_meanwhile(lab, staged_folders, class_files)
-        lanes = grade_in_lanes(lab, todo, out, jobs, limits, replay, files_required,
-                               Progress(lab.name, len(todo), stream), first)
+        seen = grade_in_lanes(lab, todo, out, lanes, Progress(lab.name, len(todo), stream))
         records = [read_record(student_folder(out, s.student)) for s in cohort]
         for submission, record in zip(cohort, records):
             if record is None:
-                lanes.ungraded.setdefault(submission.student, "no report")
+                seen.ungraded.setdefault(submission.student, "no report")
         records = [r for r in records if r is not None]
         removed = remove_former_students(out, cohort) if shard is None else []
         unstable = unstable_checks(lab, records, [
@@ -491,7 +508,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return CohortRun(lab.name, records, graded=len(todo), skipped=len(cohort) - len(todo),
-                     replayed_checks=lanes.replayed, ungraded=lanes.ungraded, warnings=sorted(lanes.warnings),
+                     replayed_checks=seen.replayed, ungraded=seen.ungraded, warnings=sorted(seen.warnings),
                      seconds=time.monotonic() - started, again=again or "", removed=removed, unstable=unstable)
 
 
@@ -509,5 +526,8 @@ def grade_course(labs: list[Lab], submissions: Path, out: Path, shard: Shard | N
     if runs and shard is None:
         write_atomically(out / "grades.csv", course_csv(runs))
         for lab in set(labs) - set(submitted):  # another cohort's lab: none of its reports is this cohort's
-            shutil.rmtree(out / lab.name, ignore_errors=True)
+            if (out / lab.name).is_dir():
+                shutil.rmtree(set_aside(out / lab.name), ignore_errors=True)
+                set_aside(out / lab.name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(out / lab.name, set_aside(out / lab.name))
     return runs
