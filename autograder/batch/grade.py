@@ -519,6 +519,10 @@ def grade_course(labs: list[Lab], submissions: Path, out: Path, shard: Shard | N
     every lab the whole cohort handed in and writes no class files (``make merge`` does). Raises
     :class:`ForeignOutput` where ``out`` holds something else than the kit's outputs."""
     claim_output(out, labs)
+    if options.get("files_required", True):  # refused before anything is written (grade refuses too)
+        from autograder.harness.sandbox import refuse_unconfined
+
+        refuse_unconfined()
     mark_output(out)
     submitted = labs_submitted(labs, submissions)
     runs = [grade(lab, submissions, out / lab.name, shard=shard, class_files=shard is None, **options)

@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -37,11 +38,24 @@ def digest_files(*folders: Path, also: tuple[Path, ...] = ()) -> str:
     return digest.hexdigest()
 
 
+def installed_pins() -> dict[str, str]:
+    """The installed version of each package requirements.txt pins (what the grader runs on; not whatever
+    else the interpreter's path holds, which differs between a command and a test run)."""
+    pinned = re.findall(r"^([A-Za-z0-9_.\-]+)==", (KIT_ROOT / "requirements.txt").read_text(), re.MULTILINE)
+    found = {}
+    for name in pinned:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "missing"
+    return found
+
+
 @cache
 def environment() -> dict:
     """The kit (its version and a digest of its code), Python and the installed packages (torch by name:
     the checks' expected values are its)."""
-    packages = sorted(f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions())
+    packages = sorted(f"{name}=={version}" for name, version in installed_pins().items())
     project = KIT_ROOT / "pyproject.toml"  # the kit's own checkout (not in the bundles, whose code digest says it)
     version = tomllib.loads(project.read_text())["project"]["version"] if project.is_file() else ""
     return {"kit_version": version, "kit": digest_files(KIT_ROOT / "autograder"), "python": platform.python_version(),
