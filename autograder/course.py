@@ -91,7 +91,8 @@ def unpinned() -> list[str]:
 
     installed = {name(dist.metadata["Name"]): dist.version for dist in importlib.metadata.distributions()}
     found = []
-    for line in (KIT_ROOT / "requirements.txt").read_text().splitlines():
+    pins = KIT_ROOT / "requirements.txt"  # a copy of the kit may hold only its code
+    for line in (pins.read_text() if pins.is_file() else "").splitlines():
         pin = re.match(r"([A-Za-z0-9_.\-]+)==(\S+)", line)
         # A local label is the same release (PEP 440: ==2.13.0 accepts torch's 2.13.0+cpu).
         if pin and installed.get(name(pin[1]), "").split("+")[0] != pin[2]:
