@@ -1,6 +1,9 @@
 # The course's labs (source/<lab>/). `make grade` and `make test` set everything up themselves.
 # LAB=<name> picks one lab; without it a command works on every lab (check: the only one).
-PYTHON ?= python3
+# The first of python3, python3.13, python3.12, python3.11 that is 3.11 to 3.13 (the versions the kit is tested on).
+SUPPORTED_PYTHON := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))
+PYTHON ?= $(or $(shell for p in python3 python3.13 python3.12 python3.11; do \
+	$$p -c '$(SUPPORTED_PYTHON)' 2>/dev/null && echo $$p && break; done),python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed
@@ -20,12 +23,19 @@ help:
 # 55 s of a fresh clone's `make test`, uv 18 s. uv reads none of pip's settings, so a wheel folder given to
 # pip (PIP_FIND_LINKS) is passed on; where uv cannot run, pip installs.
 UV_VERSION := 0.13.9
+# torch's CPU build: PyPI's torch for Linux is the CUDA build (18 nvidia packages and triton beside it, a 5 GB
+# .venv); PyTorch's CPU index serves the CPU build. Where a wheel folder is given to pip (PIP_FIND_LINKS), its
+# torch is used instead, and PyTorch's index is not asked (such machines may not reach it).
+TORCH_SOURCE_UV := $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS),--torch-backend cpu)
+TORCH_SOURCE_PIP := $(if $(PIP_FIND_LINKS),,--extra-index-url https://download.pytorch.org/whl/cpu)
 $(READY): requirements.txt
+	@$(PYTHON) -c '$(SUPPORTED_PYTHON)' 2>/dev/null || { echo "error: the kit needs Python 3.11, 3.12 or 3.13;" \
+	  "$(PYTHON) is $$($(PYTHON) --version 2>&1): install one and name it (make ... PYTHON=python3.12)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	( $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
 	  && $(VENV)/bin/uv pip install --quiet --python $(PY) \
-	     $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS)) -r requirements.txt ) \
-	|| $(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	     $(TORCH_SOURCE_UV) -r requirements.txt ) \
+	|| $(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_SOURCE_PIP) -r requirements.txt
 	touch $@
 
 # Python writes a module's bytecode when it is first imported; where PYTHONDONTWRITEBYTECODE forbids that, the

@@ -395,7 +395,7 @@ ATTACKS = {
         import warnings
 
         modules = torch.sys.modules  # REACH: uses torch.sys
-        run = dataclasses.builtins.exec  # REACH: uses dataclasses.builtins
+        loaded = dataclasses.sys.modules  # REACH: uses dataclasses.sys
         attrgetter = typing.operator.attrgetter  # REACH: uses typing.operator
         frames = warnings.sys.settrace  # REACH: uses warnings.sys
         """,
