@@ -54,13 +54,15 @@ COHORT_OPTIONS := $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)
 # Only for code you trust: grade where student code's files cannot be confined (every report says so, in red).
 CONFINEMENT_OPTION := $(if $(NO_CONFINEMENT),--no-confinement)
 
-## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1] [SHARD=i/N] [REPEAT=n] [NO_CONFINEMENT=1]:
+## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1] [SHARD=i/N] [REPEAT=n] [STRIP_PREFIX=p]
+## [NO_CONFINEMENT=1]:
 ## grade a cohort, lab by lab, write the reports (NBGRADER=1 also records the points in nbgrader's gradebook; SHARD=i/N
 ## grades slice i of N; REPEAT=n grades it n times and names the checks whose verdict changes; NO_CONFINEMENT=1 grades
 ## where the sandbox cannot confine files, for code you trust)
 grade: $(RUN_READY)
 	$(PY) -m autograder grade $(COHORT_OPTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) \
-		$(if $(SHARD),--shard $(SHARD)) $(if $(REPEAT),--repeat $(REPEAT)) $(CONFINEMENT_OPTION)
+		$(if $(SHARD),--shard $(SHARD)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(STRIP_PREFIX),--strip-prefix $(STRIP_PREFIX)) \
+		$(CONFINEMENT_OPTION)
 
 ## make verify [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [STUDENTS="a b"] [REPEAT=n]: grade the submissions behind OUT again
 ## and say, per student, whether today's grade is the recorded one (exit status 1 when one differs)

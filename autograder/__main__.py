@@ -1,5 +1,5 @@
 """Command line: ``python -m autograder {release,solutions,check,grade,student-bundle,gradescope-zip,new-lab,...}``
-(the Makefiles call these; ``--help`` lists them all). ``classroom-run`` and ``gradescope-run``
+(the Makefiles call these; ``--help`` lists them all). ``ci-run`` and ``gradescope-run``
 are what the platforms call on their own machines, inside what ``student-bundle`` and
 ``gradescope-zip`` built."""
 
@@ -23,7 +23,7 @@ def default_submissions() -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m autograder", description="Build, check and grade the course's labs. The Makefile calls these "
-        "commands (make help); classroom-run and gradescope-run are what the platforms call on their own machines, "
+        "commands (make help); ci-run and gradescope-run are what the platforms call on their own machines, "
         "inside what student-bundle and gradescope-zip built. Each command's --help says more.")
     subparsers = parser.add_subparsers(dest="command", required=True)
 
@@ -52,11 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     command("student-bundle", "write dist/<lab>-student/ and .zip (release, harness, README, Makefile, Classroom "
             "workflow)", parents=[some_labs])
     command("gradescope-zip", "write dist/<lab>-gradescope.zip (setup.sh, run_autograder)", parents=[some_labs])
-    classroom = command("classroom-run", "in GitHub Classroom's workflow: one reporter result per part, appended to "
-                        "$GITHUB_OUTPUT")
-    classroom.add_argument("--submission", type=Path, required=True,
-                           help="a lab's folder: the modules, lab.toml and tests/")
-    classroom.add_argument("--output", type=Path, help="step outputs file (default: $GITHUB_OUTPUT, else stdout)")
+    ci = command("ci-run", "in a student's CI job (GitHub Actions, GitLab CI, Classroom 50): the public checks once, "
+                 "their results where the service shows them")
+    ci.add_argument("--submission", type=Path, required=True, help="a lab's folder: the modules, lab.toml and tests/")
+    ci.add_argument("--classroom50", action="store_true", help="also write ./result.json and ./release-body.md "
+                    "(Classroom 50) and exit 0 whatever the checks say")
     gradescope = command("gradescope-run", "on Gradescope (run_autograder): grade <root>/submission into "
                          "<root>/results/results.json")
     gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
     grade.add_argument("--shard", type=shard_argument, help="i/N: grade only slice i of N of the cohort (each "
                        "student's slice follows from their folder's name), for `merge` to join")
+    grade.add_argument("--strip-prefix", default="", help="a student folder named so is the student named by the "
+                       "rest: <classroom>-<assignment>- for the clones `gh teacher download` writes (Classroom 50)")
     grade.add_argument("--repeat", type=int, default=1, help="grade the cohort this many times (other job counts) and "
                        "name in report.html the checks whose verdict changes between runs (default: 1)")
     grade.add_argument("--no-replay", action="store_true",
@@ -132,11 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         for lab in labs:
             print(f"written: {student_bundle(lab) if options.command == 'student-bundle' else gradescope_zip(lab)}")
         return 0
-    if options.command == "classroom-run":
+    if options.command == "ci-run":
         start_zygote()
-        from autograder.platforms.classroom import default_output, run
+        from autograder.platforms.ci import run as run_ci
 
-        return run(options.submission.resolve(), options.output or default_output())
+        return run_ci(options.submission.resolve(), options.classroom50)
     if options.command == "gradescope-run":
         from autograder.batch.upload import run as run_gradescope
 
@@ -254,7 +256,8 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
     try:
         runs = grade_course(labs, submissions, out, jobs=options.jobs, force=options.force,
                             limits=from_options(options), replay=not options.no_replay, shard=options.shard,
-                            files_required=not options.no_confinement, repeat=options.repeat)
+                            files_required=not options.no_confinement, repeat=options.repeat,
+                            strip_prefix=options.strip_prefix)
     except (Unconfined, ForeignOutput, EnvironmentUnproven) as refused:
         print(f"error: nothing graded: {refused}", file=sys.stderr)
         return 2

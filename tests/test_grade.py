@@ -295,6 +295,25 @@ def test_a_grade_is_verified_later_and_a_flaky_check_is_named_unstable(tmp_path,
     assert "Unstable checks" in report and "scores: test_query_scores_match_document</code>: amy" in report
 
 
+def test_classroom50_clones_are_graded_with_every_check_into_scores_to_enter(tmp_path):
+    """The folder `gh teacher download` writes: one clone of each student's repository, named
+    <classroom>-<assignment>-<username>, the lab's folder inside (the student bundle's layout)."""
+    download = tmp_path / "download"
+    for username in ("ada", "bo"):
+        clone = download / f"ml101-attention-{username}"
+        shutil.copytree(SOLUTIONS, clone / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+        (clone / "README.md").write_text("the bundle's other files")
+    softmax = download / "ml101-attention-bo" / "attention" / "softmax.py"
+    softmax.write_text(softmax.read_text().replace("dim=dim", "dim=0", 1))
+    out = tmp_path / "out"
+    [run] = batch.grade_course(LABS, download, out, jobs=1, stream=io.StringIO(), strip_prefix="ml101-attention-")
+    assert sorted(r.student for r in run.records) == ["ada", "bo"]
+    assert any(c.hidden for c in run.records[0].checks)  # every check, hidden ones too
+    rows = list(csv.DictReader((out / "attention" / "classroom50-overrides.csv").open()))
+    assert [(r["username"], r["max_score"]) for r in rows] == [("ada", "200"), ("bo", "200")]  # 100 points, times 2
+    assert rows[0]["score"] == "200" and int(rows[1]["score"]) < 200
+
+
 def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):
     subset = tmp_path / "subset"
     for student in ("lea", "eli", "dara"):

@@ -1,7 +1,7 @@
-"""The platforms: the student bundle with its GitHub Classroom workflow, the Gradescope autograder, CI."""
+"""The platforms: the student bundle with its CI (GitHub Actions, GitLab CI, Classroom 50), the Gradescope
+autograder."""
 
 import ast
-import base64
 import importlib.metadata
 import json
 import os
@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from autograder.authoring.bundle import gradescope_zip, student_bundle
 from autograder.course import hidden_line_ranges, solution_line_ranges
-from conftest import DEMO, KIT, LAB, PARTS, RELEASE, SOLUTIONS
+from conftest import DEMO, KIT, LAB, RELEASE, SOLUTIONS
 from test_release import secret_lines
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -63,7 +63,8 @@ def test_the_bundle_holds_what_a_student_needs_and_no_secret(lab, lab_dist):
         # The lab's files: the harness (autograder/) is the kit's own code, not built from source/.
         text = "\n".join(bundle.read(n).decode("utf-8", "replace") for n in names if "/autograder/" not in n)
     root, name = f"{lab.name}-student/", lab.name
-    for required in ("README.md", "Makefile", "requirements.txt", ".github/workflows/classroom.yml",
+    for required in ("README.md", "Makefile", "requirements.txt", "requirements-ci.txt", ".github/workflows/checks.yml",
+                     ".gitlab-ci.yml",
                      f"{name}/Makefile", f"{name}/{lab.notebook}.ipynb", f"{name}/tests/points.toml",
                      *(f"{name}/{module}" for module in lab.modules), "autograder/__main__.py"):
         assert root + required in names, required
@@ -80,12 +81,15 @@ def test_the_bundle_ships_only_what_a_student_runs_and_its_requirements_cover_it
     every library the shipped harness imports is in the student's requirements."""
     with zipfile.ZipFile(lab_dist["student"]) as bundle:
         harness = {n.split("/", 1)[1]: bundle.read(n).decode() for n in bundle.namelist() if "/autograder/" in n}
-    assert {"autograder/__main__.py", "autograder/judge/plugin.py", "autograder/platforms/classroom.py",
+    python = {name: text for name, text in harness.items() if name.endswith(".py")}
+    assert {"autograder/__main__.py", "autograder/judge/plugin.py", "autograder/platforms/ci.py",
+            "autograder/reports/feedback.py", "autograder/reports/templates/feedback.html",
             "autograder/harness/worker.py"} <= set(harness)
-    assert not [n for n in harness if n.startswith(("autograder/batch/", "autograder/reports/", "autograder/authoring/"))
-                or n in ("autograder/platforms/gradebook.py", "autograder/platforms/gradescope.py")]
+    assert not [n for n in harness if n.startswith(("autograder/batch/", "autograder/authoring/"))
+                or n in ("autograder/platforms/gradebook.py", "autograder/platforms/gradescope.py",
+                         "autograder/reports/class_report.py", "autograder/reports/similarity.py")]
     imported = {alias.name.split(".")[0] if isinstance(node, ast.Import) else node.module.split(".")[0]
-                for text in harness.values() for node in ast.walk(ast.parse(text))
+                for text in python.values() for node in ast.walk(ast.parse(text))
                 if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "level", 0) == 0
                 for alias in node.names}
     libraries = {canonicalize_name(d) for name in imported - sys.stdlib_module_names - {"autograder"}
@@ -123,6 +127,11 @@ def test_student_requirements_are_the_closure_of_what_students_use_pinned_as_the
     kit = pins(KIT / "requirements.txt")
     assert all(kit[name] == pin for name, pin in pins(student).items())
     assert not {"nbgrader", "copydetect", "sqlalchemy", "pytest-xdist"} & set(pins(student))
+    # CI installs what the checks run (the harness's libraries, not JupyterLab), at the student's pins.
+    ci = pins(KIT / "deploy" / "student" / "requirements-ci.txt")
+    assert all(pins(student)[name] == pin for name, pin in ci.items())
+    needed = closure(["torch", "pytest", "hypothesis", "jinja2", "mistune", "numpy", "landlock", "pyseccomp", "traitlets"])
+    assert set(ci) == needed and "jupyterlab" not in ci, sorted(needed ^ set(ci))
 
 
 @pytest.fixture(scope="module")
@@ -139,25 +148,6 @@ def student_repo(dist, tmp_path_factory):
 def make(root, *args, env=None):
     return subprocess.run(["make", "--no-print-directory", *args], cwd=root, capture_output=True, text=True,
                           timeout=900, env={**STUDENT_ENV, **(env or {})})
-
-
-def classroom_outputs(root, tmp_path) -> dict[str, dict]:
-    """Run the workflow's grading step with a temporary GITHUB_OUTPUT; decode what the reporter reads."""
-    outputs = tmp_path / "github_output"
-    outputs.write_text("")
-    run = make(root, "classroom", env={"GITHUB_OUTPUT": str(outputs)})
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    runners = {}
-    for line in outputs.read_text().splitlines():
-        name, _, value = line.partition("=")
-        runners[name] = json.loads(base64.b64decode(value))
-    return runners
-
-
-def reporter_points(runners: dict[str, dict]) -> tuple[float, float]:
-    """What autograding-grading-reporter sums into "Points X/Y": test scores over runners' max_score."""
-    total = sum(test["score"] for result in runners.values() if result["max_score"] for test in result["tests"])
-    return total, sum(result["max_score"] for result in runners.values())
 
 
 def test_students_jupyterlab_has_no_nbgrader_and_runs_the_notebook(student_repo, tmp_path):
@@ -187,40 +177,130 @@ def test_students_make_check_on_stubs_and_on_solutions(student_repo, tmp_path):
     assert "total          84.5 / 84.5" in full.stdout
 
 
-def test_classroom_step_gives_partial_credit_inside_a_part(student_repo, tmp_path):
+def repo_with(student_repo, tmp_path, edit=None) -> Path:
+    """A copy of the student's repository sharing its venv: the solutions, with ``edit(folder)`` made."""
     repo = tmp_path / "repo"
     shutil.copytree(student_repo, repo, symlinks=True, ignore=shutil.ignore_patterns(".venv"))
     (repo / ".venv").symlink_to(student_repo / ".venv")
-    assert reporter_points(classroom_outputs(repo, tmp_path)) == (0, 84.5)  # the stubs
     for module in SOLUTIONS.glob("*.py"):
         shutil.copy(module, repo / "attention" / module.name)
-    dropout = repo / "attention" / "dropout.py"
-    dropout.write_text(dropout.read_text().replace("x / (1 - p)", "x"))  # survivors not rescaled
-    runners = classroom_outputs(repo, tmp_path)
-    assert set(runners) == set(PARTS)
-    for result in runners.values():
-        assert set(result) >= {"version", "status", "max_score", "tests"}
-        for test in result["tests"]:
-            assert set(test) >= {"name", "status", "score", "message", "line_no"}
-            assert test["status"] in ("pass", "fail")
-    dropout_points = sum(t["score"] for t in runners["dropout"]["tests"])
-    assert 0 < dropout_points < runners["dropout"]["max_score"]
-    assert runners["dropout"]["status"] == "fail" and runners["scores"]["status"] == "pass"
-    total, maximum = reporter_points(runners)
-    assert maximum == 84.5 and total == maximum - runners["dropout"]["max_score"] + dropout_points
+    if edit:
+        edit(repo / "attention")
+    return repo
 
 
-def test_classroom_workflow_feeds_the_reporter_every_part(lab, lab_dist, tmp_path):
+def one_right_one_wrong(folder: Path) -> None:
+    """dropout's survivors not rescaled (a wrong value); scores raising on its own line (an exception)."""
+    dropout = folder / "dropout.py"
+    dropout.write_text(dropout.read_text().replace("x / (1 - p)", "x"))
+    scores = folder / "scores.py"
+    scores.write_text(scores.read_text().replace('def attention_scores(inputs):\n',
+                                                 'def attention_scores(inputs):\n    raise ValueError("not yet")\n', 1))
+
+
+def test_ci_run_shows_the_feedback_where_github_and_gitlab_show_it(student_repo, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    repo = repo_with(student_repo, tmp_path, one_right_one_wrong)
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier steps\n")
+    run = make(repo, "ci", env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
+    assert run.returncode != 0  # a check failed: the push shows red
+    feedback = (repo / "ci-results" / "feedback.md").read_text()
+    assert summary.read_text() == "earlier steps\n" + feedback + "\n" and "| dropout |" in feedback
+    annotations = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    assert annotations and all(line.startswith("::error file=attention/scores.py,line=") for line in annotations), \
+        run.stdout[-2000:]
+    suite = ET.parse(repo / "ci-results" / "junit.xml").getroot().find("testsuite")
+    failed = {(case.get("classname"), case[0].tag) for case in suite if len(case)}
+    assert ("attention.dropout", "failure") in failed and ("attention.scores", "error") in failed
+    assert {name.split(".")[1] for name, _ in failed} == {"dropout", "scores"}, failed
+    # All right: exit 0, no annotation.
+    good = repo_with(student_repo, tmp_path / "good")
+    done = make(good, "ci", env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "s2.md")})
+    assert done.returncode == 0 and "::error" not in done.stdout, done.stdout[-2000:]
+
+
+CLASSROOM50_ENV = {"CLASSROOM": "ml101", "ASSIGNMENT": "attention", "SUBMISSION_TAG": "submit/20261128T080000Z-abc1234",
+                   "COMMIT_URL": "https://github.com/ml101/ml101-attention-ada/commit/abc1234",
+                   "RELEASE_URL": "https://github.com/ml101/ml101-attention-ada/releases/tag/submit/x",
+                   "REVIEW_URL": "https://github.com/ml101/ml101-attention-ada/compare/a...b"}
+
+
+def test_classroom50_result_is_whole_points_in_its_schema_and_the_release_says_the_scale(student_repo, tmp_path):
+    import jsonschema
+
+    repo = repo_with(student_repo, tmp_path, one_right_one_wrong)
+    run = make(repo, "classroom50", env=CLASSROOM50_ENV)
+    assert run.returncode == 0, run.stdout[-3000:]  # graded, whatever the checks say
+    result = json.loads((repo / "result.json").read_text())
+    # The runner stamps owner and assignment_type; with them the result is classroom50/result/v1.
+    schema = json.loads((Path(__file__).parent / "classroom50_result.schema.json").read_text())
+    jsonschema.validate({**result, "owner": "ada", "assignment_type": "individual"}, schema)
+    with pytest.raises(jsonschema.ValidationError):  # the schema does judge: a score in halves is refused
+        jsonschema.validate({**result, "owner": "ada", "assignment_type": "individual", "score": 1.5}, schema)
+    assert (result["classroom"], result["submission"]) == ("ml101", CLASSROOM50_ENV["SUBMISSION_TAG"])
+    assert result["max-score"] == 169 and 0 < result["score"] < 169  # 84.5 points, every check times 2
+    assert sum(t["max-score"] for t in result["tests"]) == 169 and all(len(t["test-name"].encode()) <= 100
+                                                                          for t in result["tests"])
+    body = (repo / "release-body.md").read_text()
+    assert body.startswith(f"**Attention from first principles: {result['score']}/169** (every check's points times 2")
+    assert "| dropout |" in body and "hidden" not in body.lower()
+
+
+def test_the_classroom50_autograder_lays_the_teachers_checks_over_the_checkout(student_repo, dist, tmp_path):
+    """A student who edits a public check gains nothing: the teacher's folder replaces the checks."""
+    teacher = dist["student"].parent / f"{LAB.name}-classroom50"
+    assert (teacher / "autograder.py").is_file() and not list(teacher.rglob("solutions"))
+    repo = repo_with(student_repo, tmp_path, one_right_one_wrong)
+    points = repo / "attention" / "tests" / "points.toml"
+    points.write_text(points.read_text().replace("= ", "= 0 * ").replace("= 0 * ", "= ", 1))
+    run = subprocess.run([sys.executable, str(teacher / "autograder.py")], cwd=repo, capture_output=True, text=True,
+                         timeout=900, env={**STUDENT_ENV, **CLASSROOM50_ENV, "CLASSROOM50_BUNDLE_DIR": str(teacher)})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert json.loads((repo / "result.json").read_text())["max-score"] == 169
+
+
+def test_the_bundles_ci_files_run_the_checks(lab, lab_dist, tmp_path):
     root = unzip(lab_dist["student"], tmp_path) / f"{lab.name}-student"
-    workflow = yaml.safe_load((root / ".github/workflows/classroom.yml").read_text())
-    assert workflow["name"] == "Autograding Tests" and list(workflow["jobs"]) == ["run-autograding-tests"]
-    steps = workflow["jobs"]["run-autograding-tests"]["steps"]
-    grading = next(s for s in steps if s.get("id") == "checks")
-    assert grading["run"] == "make classroom"
-    reporter = next(s for s in steps if s.get("uses", "").startswith("classroom-resources/autograding-grading-reporter"))
-    runners = reporter["with"]["runners"].split(",")
-    assert runners == list(lab.part_ids)
-    assert reporter["env"] == {f"{p.upper()}_RESULTS": f"${{{{ steps.checks.outputs.{p} }}}}" for p in runners}
+    github = yaml.safe_load((root / ".github/workflows/checks.yml").read_text())
+    steps = github["jobs"]["checks"]["steps"]
+    assert any(step.get("run", "").startswith("make ci") for step in steps)
+    assert next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))["with"]["path"] == "ci-results/"
+    gitlab = yaml.safe_load((root / ".gitlab-ci.yml").read_text())["checks"]
+    assert gitlab["script"] == ["make ci"] and gitlab["artifacts"]["reports"]["junit"] == "ci-results/junit.xml"
+
+
+GITLAB_CI_LOCAL = "gitlab-ci-local@4.64.0"  # the last that runs on Debian 12's Node.js 20 (later ones need 22)
+
+
+def test_the_gitlab_pipeline_runs_for_real(dist, tmp_path):
+    """The bundle's .gitlab-ci.yml run by gitlab-ci-local (its job in the shell executor) on a repository with
+    one part wrong: the job fails, and its artifacts hold the feedback and the JUnit report."""
+    import xml.etree.ElementTree as ET
+
+    if not (shutil.which("npm") and shutil.which("rsync") and shutil.which("git")):
+        pytest.skip("gitlab-ci-local needs npm, rsync and git (.ci/run installs rsync)")
+    tool = tmp_path / "tool"
+    installed = subprocess.run(["npm", "install", "--silent", "--prefix", str(tool), GITLAB_CI_LOCAL],
+                               capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    repo = unzip(dist["student"], tmp_path) / f"{LAB.name}-student"
+    for module in SOLUTIONS.glob("*.py"):
+        shutil.copy(module, repo / LAB.name / module.name)
+    dropout = repo / LAB.name / "dropout.py"
+    dropout.write_text(dropout.read_text().replace("x / (1 - p)", "x"))
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.email=s@example.org", "-c", "user.name=s", "commit", "-qm", "lab"],
+                    ["remote", "add", "origin", "https://gitlab.example.org/course/attention-ada.git"]):
+        subprocess.run(["git", *command], cwd=repo, check=True)
+    variables = [f"--variable=PIP_FIND_LINKS={os.environ['PIP_FIND_LINKS']}"] if os.environ.get("PIP_FIND_LINKS") else []
+    run = subprocess.run([str(tool / "node_modules" / ".bin" / "gitlab-ci-local"), "--force-shell-executor", *variables,
+                          "checks"], cwd=repo, capture_output=True, text=True, timeout=1200, env=STUDENT_ENV)
+    assert run.returncode != 0 and "FAIL" in run.stdout, run.stdout[-3000:]
+    artifacts = repo / ".gitlab-ci-local" / "artifacts" / "checks" / "ci-results"
+    assert "| dropout |" in (artifacts / "feedback.md").read_text()
+    suite = ET.parse(artifacts / "junit.xml").getroot().find("testsuite")
+    assert {case.get("classname") for case in suite if len(case)} == {f"{LAB.name}.dropout"}
 
 
 # -- workflows are valid GitHub Actions ----------------------------------------------------------------
@@ -232,13 +312,12 @@ def actionlint(workflow: Path) -> subprocess.CompletedProcess:
 
 def test_workflows_pass_actionlint(lab, lab_dist, tmp_path):
     root = unzip(lab_dist["student"], tmp_path) / f"{lab.name}-student"
-    for workflow in (root / ".github/workflows/classroom.yml", *(KIT / ".github/workflows").glob("*.yml")):
+    for workflow in (root / ".github/workflows/checks.yml", *(KIT / ".github/workflows").glob("*.yml")):
         run = actionlint(workflow)
         assert run.returncode == 0, run.stdout
     # The linter does catch a broken reference (a check that cannot fail proves nothing).
-    broken = root / ".github/workflows/classroom.yml"
-    last = lab.part_ids[-1]
-    broken.write_text(broken.read_text().replace(f"steps.checks.outputs.{last}", f"steps.check.outputs.{last}"))
+    broken = root / ".github/workflows/checks.yml"
+    broken.write_text(broken.read_text().replace("steps.python.outputs.python-version", "steps.pyton.outputs.python-version"))
     assert actionlint(broken).returncode != 0
 
 

@@ -7,7 +7,6 @@ import io
 import json
 import re
 
-from autograder.platforms.classroom import runner_results
 from autograder.platforms.gradescope import results_json
 from autograder.reports.records import grades_csv, student_record
 from autograder.results import (CheckResult, CohortRun, Diagnosis, Failure, FailureKind, PartResult, RunResults,
@@ -99,16 +98,6 @@ def test_gradescope_gets_every_check_and_no_hidden_value():
         (0.0, 3.0, "after_published", "checks: other sizes")
     assert SECRET not in json.dumps(results)
     assert "hidden" not in results["output"].lower().split("public checks", 1)[0]  # the heading is the public one
-
-
-def test_classroom_gets_one_runner_result_per_part_that_adds_up():
-    runners = runner_results(LAB, RunResults(LAB.name, [c for c in checks() if not c.hidden]), {})
-    assert set(runners) == set(LAB.part_ids)
-    scores = runners["scores"]
-    assert (scores["status"], scores["max_score"], [t["score"] for t in scores["tests"]]) == ("fail", 3.5, [1.5, 0])
-    assert runners["masking"]["status"] == "error"
-    assert runner_results(LAB, None, {"scores": {"a": 2.0}}, "pytest exit code 4")["scores"]["tests"][0]["message"] == \
-        "pytest exit code 4"
 
 
 def test_the_grades_table_has_a_row_per_record():

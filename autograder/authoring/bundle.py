@@ -38,7 +38,7 @@ STUDENT_README = "README.student.md"  # in source/<lab>/: what the student's rep
 # when loaded, nothing else: no batch grading, reports, gradebook or release builder, whose libraries
 # (copydetect, nbgrader, SQLAlchemy) a student does not install.
 PACKAGE = KIT_ROOT / "autograder"
-STUDENT_ENTRY_POINTS = [PACKAGE / "__main__.py", PACKAGE / "judge" / "plugin.py", PACKAGE / "platforms" / "classroom.py",
+STUDENT_ENTRY_POINTS = [PACKAGE / "__main__.py", PACKAGE / "judge" / "plugin.py", PACKAGE / "platforms" / "ci.py",
                         PACKAGE / "harness" / "zygote.py", PACKAGE / "harness" / "clean_start.py"]
 
 
@@ -80,6 +80,8 @@ def copy_harness(into: Path, requirements: Path = KIT_ROOT / "requirements.txt",
             target = into / path.relative_to(KIT_ROOT)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, target)
+        templates = PACKAGE / "reports" / "templates"  # the feedback's pages, which ci-run writes in Markdown
+        shutil.copytree(templates, into / templates.relative_to(KIT_ROOT))
     else:
         shutil.copytree(PACKAGE, into / "autograder", ignore=SKIP)
     shutil.copy(requirements, into / "requirements.txt")
@@ -98,13 +100,6 @@ def zip_folder(folder: Path, archive: Path, prefix: str = "") -> Path:
     return archive
 
 
-def classroom_workflow(lab: Lab) -> str:
-    """deploy/student/classroom.yml with the reporter fed one runner per part of ``lab``."""
-    template = (DEPLOY / "student" / "classroom.yml").read_text()
-    env = "".join(f'          {p.upper()}_RESULTS: "${{{{ steps.checks.outputs.{p} }}}}"\n' for p in lab.part_ids)
-    return template.replace("          PARTS_RESULTS: <one line per part>\n", env).replace("<parts>", ",".join(lab.part_ids))
-
-
 def student_bundle(lab: Lab, dist: Path = DIST) -> Path:
     root = dist / f"{lab.name}-student"
     shutil.rmtree(root, ignore_errors=True)
@@ -113,11 +108,28 @@ def student_bundle(lab: Lab, dist: Path = DIST) -> Path:
     copy_harness(root, student / "requirements.txt", lab)
     shutil.copy(lab.source / STUDENT_README, root / "README.md")
     shutil.copy(student / "gitignore", root / ".gitignore")
+    shutil.copy(student / "requirements-ci.txt", root / "requirements-ci.txt")
     (root / "Makefile").write_text((student / "Makefile").read_text().replace("LAB := <lab>", f"LAB := {lab.name}"))
-    workflow = root / ".github" / "workflows" / "classroom.yml"
-    workflow.parent.mkdir(parents=True, exist_ok=True)
-    workflow.write_text(classroom_workflow(lab))
+    # CI where students are: GitHub Actions and GitLab CI run the public checks on every push.
+    (root / ".github" / "workflows").mkdir(parents=True)
+    shutil.copy(student / "ci" / "github-checks.yml", root / ".github" / "workflows" / "checks.yml")
+    shutil.copy(student / "ci" / "gitlab-ci.yml", root / ".gitlab-ci.yml")
+    classroom50_autograder(lab, root, dist / f"{lab.name}-classroom50")
     return zip_folder(root, dist / f"{lab.name}-student.zip", root.name)
+
+
+def classroom50_autograder(lab: Lab, bundle: Path, target: Path) -> Path:
+    """What a teacher puts in Classroom 50's ``CLASSROOM/autograders/ASSIGNMENT/``: its ``autograder.py`` and
+    the bundle's own harness, public checks, Makefile and pins (no student module, no hidden check: the
+    folder is readable by URL), laid over the student's checkout before the checks run."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    shutil.copy(DEPLOY / "classroom50" / "autograder.py", target / "autograder.py")
+    for name in ("Makefile", "requirements-ci.txt", "nbgrader_config.py", "autograder", f"{lab.name}/tests",
+                 f"{lab.name}/lab.toml"):
+        source = bundle / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, target / name)
+    return target
 
 
 def gradescope_zip(lab: Lab, dist: Path = DIST) -> Path:

@@ -78,9 +78,12 @@ def student_folders(submissions: Path) -> list[Path]:
     return [entry for entry in sorted(submissions.iterdir()) if entry.is_dir() and not entry.name.startswith(".")]
 
 
-def discover(lab: Lab, submissions: Path) -> list[Submission]:
-    """Every student folder, sorted; a student without ``<lab>/`` is still listed (and gets 0)."""
-    return [Submission(entry.name, entry / lab.name) for entry in student_folders(submissions)]
+def discover(lab: Lab, submissions: Path, strip_prefix: str = "") -> list[Submission]:
+    """Every student folder, sorted; a student without ``<lab>/`` is still listed (and gets 0). With
+    ``strip_prefix``, a folder named so is the student named by the rest (Classroom 50's ``gh teacher
+    download`` clones each repository as ``<classroom>-<assignment>-<username>``)."""
+    return [Submission(entry.name.removeprefix(strip_prefix) or entry.name, entry / lab.name)
+            for entry in student_folders(submissions)]
 
 
 def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
@@ -328,12 +331,14 @@ def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], simi
     """The class's grades.csv and report.html, with the near-copies among the staged submissions
     (:func:`autograder.reports.similarity.near_copies`), the students whose reports were removed and the
     checks whose verdict changed between runs (:func:`unstable_checks`)."""
+    from autograder.platforms.ci import classroom50_overrides_csv  # imports the feedback's pages: see above
     from autograder.reports.class_report import class_report  # see prepare_reports_meanwhile
 
     # A name that is not UTF-8 links to its folder's very bytes.
     links = {r.student: quote(str(student_folder(Path(), r.student) / "feedback.html"), errors="surrogateescape")
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
+    write_atomically(out / "classroom50-overrides.csv", classroom50_overrides_csv(lab, records))
     write_atomically(out / "report.html", class_report(lab, records, links, similar, removed, unstable or {}))
 
 
@@ -450,13 +455,14 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True,
-          shard: Shard | None = None, files_required: bool = True, repeat: int = 1) -> CohortRun:
+          shard: Shard | None = None, files_required: bool = True, repeat: int = 1, strip_prefix: str = ""
+          ) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     run (every student's record, and who could not be graded). ``replay=False`` runs every check in
     full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only:
     no grades.csv, report.html or similarity (a Gradescope upload, a cohort of one whose class report
     nobody reads, a shard). ``shard`` grades its slice of the cohort only (:mod:`autograder.batch.shard`).
-    ``repeat`` > 1 grades the whole cohort that many times more, in other lanes (one lane, then two, ...), and
+    ``strip_prefix``: see :func:`discover`. ``repeat`` > 1 grades the whole cohort that many times more, in other lanes (one lane, then two, ...), and
     names the checks whose verdict changed between runs (:func:`unstable_checks`) in the run and report.html.
     Raises :class:`autograder.harness.sandbox.Unconfined` before anything is graded where this machine cannot
     confine student code's files, unless ``files_required`` is False (``--no-confinement``), and
@@ -468,7 +474,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
 
         refuse_unconfined()
     out.mkdir(parents=True, exist_ok=True)
-    cohort = [s for s in discover(lab, submissions) if shard is None or shard.holds(s.student)]
+    cohort = [s for s in discover(lab, submissions, strip_prefix) if shard is None or shard.holds(s.student)]
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
