@@ -107,8 +107,8 @@ def test_the_readme_quotes_only_commands_and_paths_that_exist():
     the kit's Makefile or of the ones a lab folder and the student bundle get; each path exists."""
     readme = (KIT / "README.md").read_text()
     makefiles = [KIT / "Makefile", KIT / "deploy" / "lab" / "Makefile", KIT / "deploy" / "student" / "Makefile"]
-    targets = {t for m in makefiles for t in re.findall(r"^([a-z][a-z-]*):", m.read_text(), re.MULTILINE)}
-    assert set(re.findall(r"`make ([a-z][a-z-]*)", readme)) <= targets
+    targets = {t for m in makefiles for t in re.findall(r"^([a-z][a-z0-9-]*):", m.read_text(), re.MULTILINE)}
+    assert set(re.findall(r"`make ([a-z][a-z0-9-]*)", readme)) <= targets
     paths = set(re.findall(r"`((?:autograder|tests|source|deploy|examples|solutions|assignments|\.github|\.ci)/"
                            r"[^`<>*\s]*)`", readme))
     assert len(paths) > 20 and sorted(p for p in paths if not (KIT / p.split("::")[0]).exists()) == []

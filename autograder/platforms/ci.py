@@ -14,7 +14,9 @@ writes ``./result.json`` (``classroom50/result/v1``: whole points, every check s
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import json
 import math
 import os
@@ -28,6 +30,7 @@ from autograder.lab import Lab
 from autograder.reports.feedback import feedback_markdown
 from autograder.reports.records import student_record
 from autograder.results import CheckResult, FailureKind, RunResults, SubmissionResult, read_run
+from autograder.text import csv_cell
 
 REPORTS = Path("ci-results")  # beside the student's folders: what the workflows keep as artifacts
 CLASSROOM50_SCHEMA = "classroom50/result/v1"
@@ -111,11 +114,13 @@ def classroom50_result(lab: Lab, record: SubmissionResult, env: dict | None = No
 def classroom50_overrides_csv(lab: Lab, records: list[SubmissionResult]) -> str:
     """``username,score,max_score``, every check counted (hidden ones too), in Classroom 50's whole points
     (the scale of the public checks' result.json): what a teacher enters as overrides."""
-    rows = ["username,score,max_score"]
-    for record in records:
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerow(["username", "score", "max_score"])
+    for record in sorted(records, key=lambda r: r.student):
         scale = scale_of(record)
-        rows.append(f"{record.student},{round(record.total * scale)},{round(record.max_total * scale)}")
-    return "\n".join(rows) + "\n"
+        writer.writerow([csv_cell(record.student), round(record.total * scale), round(record.max_total * scale)])
+    return table.getvalue()
 
 
 def release_body(lab: Lab, record: SubmissionResult, result: dict) -> str:
