@@ -51,3 +51,6 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata", "autograder.platforms.inert_answers.InertStudentCells",
 ]
+
+# `nbgrader export` writes beside the kit's reports (grades/), not at the course's root.
+c.CsvExportPlugin.to = "grades/nbgrader-grades.csv"

@@ -20,12 +20,28 @@ def default_submissions() -> Path:
     return submitted if submitted.is_dir() else KIT_ROOT / "examples" / "submitted"
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """An argument error is one line and a pointer to --help, not the whole usage first."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
+def release_checks(submission: Path, lab_name: str | None) -> Path | None:
+    """For an upload without its checks (``submitted/<student>/<lab>/``), the lab's public checks: the
+    lab named, or the one the folder is named after."""
+    try:
+        return find_lab(lab_name or submission.resolve().name).release / "tests"
+    except LabError:
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="python -m autograder", description="Build, check and grade the course's labs. The Makefile calls these "
         "commands (make help); ci-run and gradescope-run are what the platforms call on their own machines, "
         "inside what student-bundle and gradescope-zip built. Each command's --help says more.")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
 
     def command(name: str, about: str, **options) -> argparse.ArgumentParser:
         """A subcommand whose one line shows in the list and opens its own --help."""
@@ -160,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as exc:  # several labs and none named: say which exist
         parser.error(str(exc))
     checks = (options.checks or submission / "tests").resolve()
+    if not options.checks and not (checks / "points.toml").is_file():
+        checks = release_checks(submission, options.lab) or checks  # an upload (submitted/<student>/<lab>/): no tests/
     if not (checks / "points.toml").is_file():
         parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")
     try:

@@ -138,3 +138,28 @@ def test_a_judge_caches_its_bytecode_as_its_caller_would_and_its_workers_none(tm
         cached = {path.name.split(".")[0] for path in caches.glob("*.pyc")}
         assert ({"zygote", "worker"} <= cached) if writes else cached.isdisjoint({"zygote", "worker"}), cached
         assert not (submission / "__pycache__").exists(), "a worker wrote the student's modules' bytecode"
+
+
+def test_an_instructor_checks_one_upload_with_the_labs_public_checks():
+    """`make check SUBMISSION=submitted/<student>/<lab>`, as `make help` offers: an upload has no tests/,
+    the lab its folder is named after lends its public checks."""
+    run = check(KIT / "examples" / "submitted" / "ada" / "attention")
+    assert run.returncode == 0 and "total          84.5 / 84.5" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_an_argument_error_is_one_line_with_a_pointer_to_help():
+    for argv, said in ((["grade", "--jobs", "many"], "argument --jobs: invalid int value: 'many'"),
+                       (["grade", "--lab", "nosuch"], "no lab 'nosuch'")):
+        run = subprocess.run([sys.executable, "-m", "autograder", *argv], cwd=KIT, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+        assert said in run.stderr and run.stderr.rstrip().endswith("--help lists the options)"), run.stderr
+
+
+def test_make_lab_opens_jupyterlab_as_root_too():
+    """Jupyter refuses root without --allow-root: containers and lab machines run as root."""
+    for makefile in (KIT / "deploy" / "lab" / "Makefile", KIT / "deploy" / "student" / "Makefile"):
+        dry = subprocess.run(["make", "-n", "-f", str(makefile), "lab", "ROOT=.", "LAB=attention", "VENV=.venv"],
+                             cwd=KIT, capture_output=True, text=True, timeout=60)
+        line = next(line for line in dry.stdout.splitlines() if "jupyter lab" in line)
+        assert ("--allow-root" in line) == (os.getuid() == 0), line

@@ -6,6 +6,8 @@ apt-get update
 apt-get install -y --no-install-recommends python3.11 python3.11-venv
 cd /autograder/source
 python3.11 -m venv .venv
-.venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+# torch's CPU build from PyTorch's index (PyPI's torch for Linux is the CUDA build, 5 GB with its packages).
+.venv/bin/pip install --quiet --disable-pip-version-check --extra-index-url https://download.pytorch.org/whl/cpu \
+  -r requirements.txt
 # Every upload runs in a fresh copy of this image: bytecode compiled here is not compiled again by each.
 .venv/bin/python -m compileall -q autograder source solutions
