@@ -310,6 +310,11 @@ def test_a_student_who_handed_nothing_in_is_not_a_green_zero(cohort_reports):
     page = (cohort_reports / "students" / "eve" / "feedback.html").read_text()
     assert 'id="not-handed-in"' in page and f'class="none" id="total">0 / {LAB.max_points:g}<' in page
     assert "What cost points" not in page  # the state is said once, at the top
+    # What was looked for and found, instead of six empty parts.
+    looked = page[page.index('id="looked-for"'):].split("</p>")[0]
+    assert "Looked for a folder <code>attention/</code> holding your modules (<code>scores.py</code>" in looked
+    assert "found no <code>attention/</code> folder, or an empty one" in looked and "<section" not in page
+    assert "Looked for a folder `attention/`" in (cohort_reports / "students" / "eve" / "feedback.md").read_text()
     report = (cohort_reports / "report.html").read_text()
     assert "4 students handed in" in report
     absent = report[report.index('id="absent"'):].split("</p>")[0]

@@ -143,7 +143,14 @@ def feedback_view(lab: Lab, record: SubmissionResult, hidden: bool = True) -> di
     return {"lab": lab.title, "student": one_line(record.student), "hidden": hidden,
             "handed_in": record.handed_in, "total": got, "max_total": out_of, "state": state(got, out_of),
             "status": "" if status in ("graded", NOT_HANDED_IN) else status, "notes": record.notes, "parts": parts,
-            "unconfined": UNCONFINED_WARNING if record.unconfined else ""}
+            "unconfined": UNCONFINED_WARNING if record.unconfined else "", "looked_for": looked_for(lab),
+            "folder": lab.name, "modules": lab.modules}
+
+
+def looked_for(lab: Lab) -> str:
+    """What a submission of ``lab`` is looked for as, in the student's words (said when none was found)."""
+    return (f"a folder `{lab.name}/` holding your modules ({', '.join(f'`{m}`' for m in lab.modules)}) or the "
+            "lab's notebook")
 
 
 def picture_markdown(picture: dict) -> str:
@@ -161,6 +168,10 @@ def feedback_markdown(lab: Lab, record: SubmissionResult, hidden: bool = True) -
     lines = [f"# {lab.title}: {heading}", ""]
     if view["unconfined"]:
         lines += [f"**{view['unconfined']}**", ""]
+    if not view["handed_in"]:  # six empty parts would explain nothing: what was looked for, and found
+        found = "only what the notes below list" if view["notes"] else f"no `{lab.name}/` folder, or an empty one"
+        lines += [f"Nothing of this lab was found in your submission. Looked for {view['looked_for']}; found {found}.",
+                  ""]
     lines += ["| part | points | checks passed |", "|---|---:|---:|"]
     lines += [f"| {p['id']} | {p['points']:g} / {p['max_points']:g} | {p['passed']} / {p['checks']} |" for p in view["parts"]]
     lines += [f"| **total** | **{view['total']:g} / {view['max_total']:g}** | |", ""]
@@ -168,7 +179,7 @@ def feedback_markdown(lab: Lab, record: SubmissionResult, hidden: bool = True) -
         lines += ["**What cost points beyond wrong answers:**", "", markdown_block(view["status"]), ""]
     if view["notes"]:
         lines += ["**Notes** (these cost nothing):", "", markdown_block("\n".join(view["notes"])), ""]
-    for part in view["parts"]:
+    for part in view["parts"] if view["handed_in"] else ():
         lines += [f"## {part['id']}: {part['points']:g} / {part['max_points']:g}", ""]
         for mistake in part["mistakes"]:
             lines += [f"**Known mistake: {mistake['title']}** ({matched(mistake, hidden)}). {mistake['hint']}", ""]
