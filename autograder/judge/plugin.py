@@ -389,6 +389,23 @@ def diagnoser(config):
     return config.stash[DIAGNOSER]
 
 
+def first_failures(failed: list[CheckResult]) -> tuple[list[CheckResult], dict[str, int]]:
+    """What ``make check`` shows of a part's failed checks: the first failure of each function the student
+    has written (a check failed on values stands for its part's values), and the stubs' calls, each said
+    once with how many checks they cost."""
+    shown, seen, stubs = [], set(), {}
+    for check in failed:
+        failure = check.failure
+        if failure is not None and failure.kind == FailureKind.NOT_IMPLEMENTED:
+            stubs[failure.where or check.name] = stubs.get(failure.where or check.name, 0) + 1
+            continue
+        key = failure.where if failure is not None and failure.kind != FailureKind.WRONG and failure.where else "values"
+        if key not in seen:
+            seen.add(key)
+            shown.append(check)
+    return shown, stubs
+
+
 def hint(check: CheckResult) -> str:
     """What to look at next for a failed check: the concept behind the known mistake it matches,
     what to do about a stub, an import error or a time-out, else what the check verifies."""
@@ -464,21 +481,36 @@ class Scoreboard:
         for part, row in parts.items():
             write(f"{part:<12} {row.points:>6g} / {row.max_points:<4g}   {row.passed} / {len(row.checks)}")
         write(f"{'total':<12} {total(checks, earned=True):>6g} / {total(checks):<4g}")
+        first_part = None
         for part, row in parts.items():
-            if row.passed < len(row.checks):
-                failed = [c for c in row.checks if not c.passed]
-                first = min(failed, key=lambda c: c.hidden)  # a public one when there is one
+            failed = sorted((c for c in row.checks if not c.passed), key=lambda c: c.hidden)  # public ones first
+            written, stubs = first_failures(failed)
+            first_part = first_part or (part if failed else None)
+            for first in written:
                 write("")
-                write(f"{part}: first failing check: {first.name}", bold=True)
+                write(f"{part}: failing check: {first.name}", bold=True)
                 for line in first.message.strip().split("\n")[:8]:
                     write(f"  {line}")
                 if first.diagnoses:
                     write(f"  known mistake: {first.diagnoses[0].title}")
                 write(f"  hint: {hint(first)}")
+            if stubs:
+                write("")
+                write(f"{part}: not implemented yet: " + ", ".join(f"{where} ({count} check{'s' * (count > 1)})"
+                                                                   for where, count in stubs.items()))
+                if not written:  # where to start
+                    write(f"  hint: {hint(next(c for c in failed if c.failure and c.failure.kind == FailureKind.NOT_IMPLEMENTED))}")
+            if failed:
                 for dependency in dependencies(lab, part, checks):
                     write(f"  {dependency_label(dependency)}: {dependency_sentence(part, dependency)}")
             for stood in stand_ins(part, row.checks):
                 write(printable(f"{part}: {stood['label']}: {stood['sentence']}"))
+        write("")
+        if first_part is None:
+            write(f"Every check passed: {total(checks, earned=True):g} / {total(checks):g}.", green=True, bold=True)
+        else:
+            write(f"{total(checks, earned=True):g} / {total(checks):g} so far. Next: the first failure in {first_part} "
+                  f"above, then make check PART={first_part} again (VERBOSE=1 shows every failing check).", bold=True)
         for reach in self.config.stash.get(REACHES, [])[:5]:
             write(printable(f"not allowed: {reach.file} line {reach.line}: your code {reach.what}, reaching into internals "
                             "(the checks that forbid a library function or count calls give no points)"), red=True)
