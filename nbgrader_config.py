@@ -53,4 +53,4 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 # `nbgrader export` writes beside the kit's reports (grades/), not at the course's root.
-c.CsvExportPlugin.to = "grades/nbgrader-grades.csv"
+c.ExportPlugin.to = "grades/nbgrader-grades.csv"
