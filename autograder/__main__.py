@@ -251,6 +251,8 @@ def record_in_gradebook(options, labs: list[Lab], runs) -> bool:
     by_name = {lab.name: lab for lab in labs}
     complete = True
     for run in runs:
+        print(f"recording the {run.lab} points in {gradebook} (nbgrader's gradebook: a few seconds a lab)...",
+              flush=True)
         recorded, refused = record(by_name[run.lab], run.records, gradebook)
         print(f"recorded the {run.lab} points of {recorded} students in {gradebook}")
         for student, why in refused.items():

@@ -314,6 +314,17 @@ def test_classroom50_clones_are_graded_with_every_check_into_scores_to_enter(tmp
     assert rows[0]["score"] == "200" and int(rows[1]["score"]) < 200
 
 
+def test_progress_says_how_long_the_rest_should_take():
+    stream = io.StringIO()
+    progress = batch.Progress("attention", 3, stream)
+    progress.started -= 6  # two students took 6 s
+    progress.step("amy", "graded")
+    progress.step("bo", "graded")
+    progress.step("cy", "graded")
+    lines = stream.getvalue().splitlines()
+    assert lines[1] == "attention: graded 2/3, about 3 s left: bo: graded" and lines[2] == "attention: graded 3/3: cy: graded"
+
+
 def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):
     subset = tmp_path / "subset"
     for student in ("lea", "eli", "dara"):

@@ -191,18 +191,26 @@ class Progress:
         self.lab, self.total, self.done, self.stream = lab, total, 0, stream
         self.tty = stream.isatty()
         self.lock = threading.Lock()
+        self.started = time.monotonic()
+
+    def left(self) -> str:
+        """The time the rest should take at the pace so far ("", once done)."""
+        if self.done >= self.total:
+            return ""
+        seconds = (time.monotonic() - self.started) / self.done * (self.total - self.done)
+        return f", about {seconds / 60:.0f} min left" if seconds >= 90 else f", about {seconds:.0f} s left"
 
     def step(self, student: str, outcome: str) -> None:
         with self.lock:
             self.done += 1
             if self.tty:
                 filled = int(30 * self.done / max(self.total, 1))
-                self.stream.write(f"\r{self.lab} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
-                                  f"{one_line(student)[:30]:<30}")
+                self.stream.write(f"\r{self.lab} [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}"
+                                  f"{self.left():<20} {one_line(student)[:30]:<30}")
                 if self.done == self.total:
                     self.stream.write("\n")
             else:
-                self.stream.write(f"{self.lab}: graded {self.done}/{self.total}: {one_line(student)}: "
+                self.stream.write(f"{self.lab}: graded {self.done}/{self.total}{self.left()}: {one_line(student)}: "
                                   f"{one_line(outcome)}\n")
             self.stream.flush()
 
@@ -485,6 +493,9 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         starting = [threading.Thread(target=lane.start) for lane in lanes[1:]]
         for thread in starting:
             thread.start()
+        if read_stamp(out / REFERENCE_PROOF) != provenance:  # a few seconds: say why nothing moves yet
+            print(f"{lab.name}: grading the reference solution first (it proves this machine gives full marks)",
+                  file=stream, flush=True)
         try:
             prove_environment(lab, out, provenance, lanes[0], staging)
         except BaseException:
