@@ -297,21 +297,28 @@ def test_a_grade_is_verified_later_and_a_flaky_check_is_named_unstable(tmp_path,
 
 def test_classroom50_clones_are_graded_with_every_check_into_scores_to_enter(tmp_path):
     """The folder `gh teacher download` writes: one clone of each student's repository, named
-    <classroom>-<assignment>-<username>, the lab's folder inside (the student bundle's layout)."""
+    <classroom>-<assignment>-<username>, the lab's folder inside (the student bundle's layout), its
+    result.json and results.json beside it, and scores.csv at the top."""
     download = tmp_path / "download"
-    for username in ("ada", "bo"):
+    for username in ("ada", "bo", "cy"):
         clone = download / f"ml101-attention-{username}"
-        shutil.copytree(SOLUTIONS, clone / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+        (clone / ".git").mkdir(parents=True)
         (clone / "README.md").write_text("the bundle's other files")
+        (clone / "result.json").write_text("{}")
+        (clone / "results.json").write_text("[]")
+        if username != "cy":  # cy accepted the assignment and pushed nothing of the lab
+            shutil.copytree(SOLUTIONS, clone / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    (download / "scores.csv").write_text("username,first_name,last_name,email,section,score,max_score\n")
     softmax = download / "ml101-attention-bo" / "attention" / "softmax.py"
     softmax.write_text(softmax.read_text().replace("dim=dim", "dim=0", 1))
     out = tmp_path / "out"
     [run] = batch.grade_course(LABS, download, out, jobs=1, stream=io.StringIO(), strip_prefix="ml101-attention-")
-    assert sorted(r.student for r in run.records) == ["ada", "bo"]
+    assert sorted(r.student for r in run.records) == ["ada", "bo", "cy"]
     assert any(c.hidden for c in run.records[0].checks)  # every check, hidden ones too
+    assert (out / "attention" / "students" / "bo" / "feedback.html").is_file()  # the usual reports
     rows = list(csv.DictReader((out / "attention" / "classroom50-overrides.csv").open()))
-    assert [(r["username"], r["max_score"]) for r in rows] == [("ada", "200"), ("bo", "200")]  # 100 points, times 2
-    assert rows[0]["score"] == "200" and int(rows[1]["score"]) < 200
+    assert [(r["username"], r["max_score"]) for r in rows] == [("ada", "200"), ("bo", "200"), ("cy", "200")]  # times 2
+    assert rows[0]["score"] == "200" and 0 < int(rows[1]["score"]) < 200 and rows[2]["score"] == "0"
 
 
 def test_progress_says_how_long_the_rest_should_take():

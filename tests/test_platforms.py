@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -222,43 +223,81 @@ def test_ci_run_shows_the_feedback_where_github_and_gitlab_show_it(student_repo,
 
 
 CLASSROOM50_ENV = {"CLASSROOM": "ml101", "ASSIGNMENT": "attention", "SUBMISSION_TAG": "submit/20261128T080000Z-abc1234",
+                   "OWNER": "ada", "USERNAME": "ada", "ASSIGNMENT_TYPE": "individual",
                    "COMMIT_URL": "https://github.com/ml101/ml101-attention-ada/commit/abc1234",
                    "RELEASE_URL": "https://github.com/ml101/ml101-attention-ada/releases/tag/submit/x",
                    "REVIEW_URL": "https://github.com/ml101/ml101-attention-ada/compare/a...b"}
+CLASSROOM50_SCHEMA = json.loads((Path(__file__).parent / "classroom50_result.schema.json").read_text())
 
 
 def test_classroom50_result_is_whole_points_in_its_schema_and_the_release_says_the_scale(student_repo, tmp_path):
     import jsonschema
 
     repo = repo_with(student_repo, tmp_path, one_right_one_wrong)
-    run = make(repo, "classroom50", env=CLASSROOM50_ENV)
+    summary = tmp_path / "summary.md"  # the runner mirrors release-body.md there: make classroom50 leaves it alone
+    run = make(repo, "classroom50", env={**CLASSROOM50_ENV, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
     assert run.returncode == 0, run.stdout[-3000:]  # graded, whatever the checks say
+    assert not summary.exists()
     result = json.loads((repo / "result.json").read_text())
-    # The runner stamps owner and assignment_type; with them the result is classroom50/result/v1.
-    schema = json.loads((Path(__file__).parent / "classroom50_result.schema.json").read_text())
-    jsonschema.validate({**result, "owner": "ada", "assignment_type": "individual"}, schema)
+    jsonschema.validate(result, CLASSROOM50_SCHEMA)
     with pytest.raises(jsonschema.ValidationError):  # the schema does judge: a score in halves is refused
-        jsonschema.validate({**result, "owner": "ada", "assignment_type": "individual", "score": 1.5}, schema)
-    assert (result["classroom"], result["submission"]) == ("ml101", CLASSROOM50_ENV["SUBMISSION_TAG"])
+        jsonschema.validate({**result, "score": 1.5}, CLASSROOM50_SCHEMA)
+    assert (result["classroom"], result["submission"], result["owner"]) == ("ml101", CLASSROOM50_ENV["SUBMISSION_TAG"],
+                                                                            "ada")
     assert result["max-score"] == 169 and 0 < result["score"] < 169  # 84.5 points, every check times 2
-    assert sum(t["max-score"] for t in result["tests"]) == 169 and all(len(t["test-name"].encode()) <= 100
-                                                                          for t in result["tests"])
+    names = [t["test-name"] for t in result["tests"]]
+    assert sum(t["max-score"] for t in result["tests"]) == 169 and all(len(n.encode()) <= 100 for n in names)
+    assert len(set(names)) == len(names)
     body = (repo / "release-body.md").read_text()
     assert body.startswith(f"**Attention from first principles: {result['score']}/169** (every check's points times 2")
     assert "| dropout |" in body and "hidden" not in body.lower()
+    feedback = (repo / "ci-results" / "feedback.md").read_text()  # the feedback page, as make ci writes it
+    assert feedback.split("\n## ")[0] in body and "data:image" in feedback  # its table; its pictures, as text:
+    assert "data:image" not in body and "* marks an entry that differs" in body  # GitHub shows no data URI
+    # Outside the runner (a student trying it): every field still there, from what the environment has.
+    local = make(repo, "classroom50")
+    assert local.returncode == 0, local.stdout[-3000:]
+    jsonschema.validate(json.loads((repo / "result.json").read_text()), CLASSROOM50_SCHEMA)
 
 
-def test_the_classroom50_autograder_lays_the_teachers_checks_over_the_checkout(student_repo, dist, tmp_path):
-    """A student who edits a public check gains nothing: the teacher's folder replaces the checks."""
+def test_the_classroom50_folder_holds_no_hidden_check_and_no_solution(lab, lab_dist):
+    """The folder is published on Pages, readable by anyone with its URL, and read by the student's own job."""
+    teacher = lab_dist["student"].parent / f"{lab.name}-classroom50"
+    files = [path for path in teacher.rglob("*") if path.is_file() and "autograder" not in path.relative_to(teacher).parts[:1]]
+    assert (teacher / "autograder.py").is_file() and (teacher / lab.name / "tests" / "points.toml").is_file()
+    assert not any(path.name in lab.modules or path.name == "misconceptions.toml" for path in files)
+    lines = {line.strip() for path in files for line in path.read_text(encoding="utf-8").split("\n")}
+    for secrets in (secret_lines(lab, solution_line_ranges), secret_lines(lab, hidden_line_ranges)):
+        leaked = {line for module in secrets.values() for line in module if line in lines}
+        assert not leaked, sorted(leaked)[:5]
+
+
+def test_the_classroom50_autograder_lays_the_teachers_checks_over_the_checkout_and_reuses_its_venv(
+        student_repo, dist, tmp_path):
+    """A student who edits a public check, or adds one, gains nothing: the teacher's folder replaces the checks.
+    The venv is set up outside the checkout, named by the pins, and used as it is where it survives."""
     teacher = dist["student"].parent / f"{LAB.name}-classroom50"
     assert (teacher / "autograder.py").is_file() and not list(teacher.rglob("solutions"))
     repo = repo_with(student_repo, tmp_path, one_right_one_wrong)
+    (repo / ".venv").unlink()  # a fresh checkout
     points = repo / "attention" / "tests" / "points.toml"
     points.write_text(points.read_text().replace("= ", "= 0 * ").replace("= 0 * ", "= ", 1))
-    run = subprocess.run([sys.executable, str(teacher / "autograder.py")], cwd=repo, capture_output=True, text=True,
-                         timeout=900, env={**STUDENT_ENV, **CLASSROOM50_ENV, "CLASSROOM50_BUNDLE_DIR": str(teacher)})
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert json.loads((repo / "result.json").read_text())["max-score"] == 169
+    (repo / "attention" / "tests" / "conftest.py").write_text("def pytest_collection_modifyitems(items):\n    items.clear()\n")
+    env = {**STUDENT_ENV, **CLASSROOM50_ENV, "CLASSROOM50_BUNDLE_DIR": str(teacher), "CLASSROOM50_CACHE": str(tmp_path / "cache")}
+    seconds = []
+    for _ in range(2):
+        (repo / "result.json").unlink(missing_ok=True)
+        started = time.monotonic()
+        run = subprocess.run([sys.executable, str(teacher / "autograder.py")], cwd=repo, capture_output=True, text=True,
+                             timeout=1800, env=env)
+        seconds.append(time.monotonic() - started)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert json.loads((repo / "result.json").read_text())["max-score"] == 169
+    assert not (repo / "attention" / "tests" / "conftest.py").exists() and not (repo / ".venv").exists()
+    [venv] = (tmp_path / "cache" / "pytorch-labs-classroom50").iterdir()
+    assert venv.name.startswith("attention-") and "classroom50: reusing" in run.stdout
+    assert "uv pip install" not in run.stdout, run.stdout[-2000:]  # the second run installs nothing
+    print(f"autograder.py: {seconds[0]:.1f} s with a new venv, {seconds[1]:.1f} s reusing it")
 
 
 def test_the_bundles_ci_files_run_the_checks(lab, lab_dist, tmp_path):

@@ -7,6 +7,8 @@ import io
 import json
 import re
 
+import pytest
+
 from autograder.platforms.gradescope import results_json
 from autograder.reports.records import grades_csv, student_record
 from autograder.results import (CheckResult, CohortRun, Diagnosis, Failure, FailureKind, PartResult, RunResults,
@@ -140,3 +142,63 @@ def test_limits_travel_between_processes_as_generated_options():
 def test_the_readme_names_every_failure_kind_in_order():
     said = (KIT / "README.md").read_text().split("`FailureKind`:", 1)[1].split(";", 1)[0]
     assert re.findall(r"`(\w+)`", said) == [kind.value for kind in FailureKind]
+
+
+CLASSROOM50_SCHEMA = json.loads((KIT / "tests" / "classroom50_result.schema.json").read_text())
+
+
+def test_a_classroom50_result_holds_every_field_of_its_format_in_or_out_of_the_runner():
+    """Whole points (every check's times the scale), names of at most 100 bytes and each once, and every field
+    of classroom50/result/v1: from the runner's environment where it is set, else from GitHub's, else ``local``."""
+    import jsonschema
+
+    from autograder.platforms.ci import classroom50_result
+
+    long = "test_" + "é" * 80  # 165 bytes: cut where a character ends
+    run = RunResults(LAB.name, [*checks(), CheckResult("heads", long + "_a", 0.5, True, id="t::g"),
+                                CheckResult("heads", long + "_b", 0.5, False, id="t::h")])
+    rec = student_record(LAB, "ann", run, [], [], None, 0.0)
+    runner = {"CLASSROOM": "ml101", "ASSIGNMENT": "attention", "SUBMISSION_TAG": "submit/2026-11-28T08-00-00Z-abc1234",
+              "OWNER": "ann", "ASSIGNMENT_TYPE": "individual", "COMMIT_URL": "https://github.com/o/r/commit/abc1234",
+              "RELEASE_URL": "https://github.com/o/r/releases/tag/submit%2Fx", "REVIEW_URL": "https://github.com/o/r/compare/a...b"}
+    github = {"GITHUB_REPOSITORY": "o/ml101-attention-ann", "GITHUB_SHA": "abc1234", "GITHUB_REPOSITORY_OWNER": "o"}
+    for env in (runner, github, {}):
+        result = classroom50_result(LAB, rec, env, scale=2)
+        jsonschema.validate(result, CLASSROOM50_SCHEMA)
+        names = [t["test-name"] for t in result["tests"]]
+        assert len(set(names)) == len(names) and all(len(n.encode()) <= 100 for n in names), names
+        assert [t["max-score"] for t in result["tests"]] == [3, 4, 6, 2, 1, 4, 1, 1]
+        assert (result["score"], result["max-score"]) == (3 + 2 + 1, 22)
+    assert result["classroom"] == "local" and result["submission"] == "submit/local"
+    assert classroom50_result(LAB, rec, runner)["review"] == runner["REVIEW_URL"]
+    from_github = classroom50_result(LAB, rec, github)
+    assert from_github["commit"] == "https://github.com/o/ml101-attention-ann/commit/abc1234"
+    with pytest.raises(jsonschema.ValidationError):  # the schema does judge: no other top-level field
+        jsonschema.validate({**result, "usernames": ["ann"]}, CLASSROOM50_SCHEMA)
+
+
+def test_classroom50_scales_are_the_labs_own_and_the_public_checks_share_them():
+    """Overrides (every check) and Releases (public checks) count in one scale, whoever handed in nothing."""
+    from autograder.lab import all_labs
+    from autograder.platforms.ci import classroom50_overrides_csv, declared_scale
+
+    for lab in all_labs():
+        assert declared_scale(lab.checks) == declared_scale(lab.release / "tests") == 2, lab.name
+    nothing = student_record(LAB, "bo", None, [], [], None, 0.0, handed_in=False)
+    rows = list(csv.reader(io.StringIO(classroom50_overrides_csv(LAB, [record(), nothing]))))
+    assert rows[0] == ["username", "score", "max_score"] and rows[2] == ["bo", "0", str(round(LAB.max_points * 2))]
+
+
+def test_a_classroom50_release_draws_pictures_as_text_and_fits_what_github_keeps():
+    """GitHub renders a Release without data-URI images, and refuses a text over 125,000 characters."""
+    from autograder.platforms.ci import RELEASE_BODY_LIMIT, classroom50_result, release_body
+
+    rec = record()
+    body = release_body(LAB, rec, classroom50_result(LAB, rec, {}, scale=2), 2)
+    assert "data:image" not in body and "yours:\n      0\n  0  1*" in body and "expected:\n      0\n  0  0*" in body
+    assert body.startswith(f"**{LAB.title}: ") and "| scores |" in body
+    wordy = [CheckResult("heads", f"test_{i}", 0.5, False, message="x" * 2000, id=f"t::{i}") for i in range(100)]
+    long = student_record(LAB, "ann", RunResults(LAB.name, wordy), [], [], None, 0.0)
+    body = release_body(LAB, long, classroom50_result(LAB, long, {}, scale=2), 2)
+    assert len(body) <= RELEASE_BODY_LIMIT and body.endswith("shows every failing check.**\n")
+    assert body.count("```") % 2 == 0  # no block left open

@@ -3,9 +3,11 @@
 ``make student-bundle LAB=<lab>`` writes ``dist/<lab>-student/`` and ``dist/<lab>-student.zip``:
 the release (stubs, notebook, public checks), the harness that runs ``make check``
 (``autograder/``), the lab's student README and the files in ``deploy/student/``: the
-Makefile, the GitHub Classroom workflow (written for the lab's parts) and the student's pinned
+Makefile, the CI files (``ci/``: GitHub Actions, GitLab CI) and the student's pinned
 requirements, which leave out what only the grader uses (nbgrader above all: its JupyterLab
-menus are the instructor's).
+menus are the instructor's). Beside it, ``dist/<lab>-classroom50/``: what a teacher puts in Classroom
+50's ``CLASSROOM/autograders/ASSIGNMENT/`` (``deploy/classroom50/autograder.py`` and the bundle's
+harness, public checks, Makefile and CI pins).
 Nothing from ``solutions/`` or the hidden checks.
 
 ``make gradescope-zip LAB=<lab>`` writes ``dist/<lab>-gradescope.zip`` with ``setup.sh`` and

@@ -24,6 +24,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from fractions import Fraction
 from pathlib import Path
+from urllib.parse import quote
 
 from autograder.judge.plugin import checks_command_line
 from autograder.lab import Lab
@@ -90,23 +91,58 @@ def github_annotations(record: SubmissionResult, folder: str) -> list[str]:
     return lines[:ANNOTATIONS]
 
 
-def scale_of(record: SubmissionResult) -> int:
-    """The smallest whole factor that makes every check's points whole (Classroom 50 counts integers)."""
-    return math.lcm(1, *(Fraction(check.points).limit_denominator(100).denominator for check in record.checks))
+def scale_of(points) -> int:
+    """The smallest whole factor that makes each of ``points`` whole (Classroom 50 counts integers)."""
+    return math.lcm(1, *(Fraction(p).limit_denominator(100).denominator for p in points))
 
 
-def classroom50_result(lab: Lab, record: SubmissionResult, env: dict | None = None) -> dict:
-    """``result.json`` in ``classroom50/result/v1``: every check a test of whole points (scaled by
-    :func:`scale_of`); the runner stamps ``owner`` and ``assignment_type`` itself."""
+def declared_scale(checks: Path) -> int:
+    """The scale of every check declared in ``checks/points.toml``: the same for every student, whatever
+    ran (a student who handed in nothing has no check's result to read it from)."""
+    import tomllib
+
+    declared = tomllib.loads((checks / "points.toml").read_text(encoding="utf-8"))
+    return scale_of(points for part in declared.values() if isinstance(part, dict) for points in part.values())
+
+
+def result_test_names(record: SubmissionResult) -> list[str]:
+    """Each check's name as Classroom 50 shows it: ``part: check``, no control character, at most 100 bytes
+    of UTF-8, each name once (a name cut short that meets another gets a number)."""
+    names, seen = [], set()
+    for check in record.checks:
+        name = "".join(c for c in f"{check.part}: {check.name}" if ord(c) >= 0x20 and ord(c) != 0x7F)
+        cut, n = name.encode()[:100].decode("utf-8", "ignore"), 1
+        while cut in seen:
+            n += 1
+            suffix = f" ({n})"
+            cut = name.encode()[:100 - len(suffix)].decode("utf-8", "ignore") + suffix
+        seen.add(cut)
+        names.append(cut)
+    return names
+
+
+def classroom50_result(lab: Lab, record: SubmissionResult, env: dict | None = None, scale: int | None = None) -> dict:
+    """``result.json`` in ``classroom50/result/v1``: every check a test of whole points (times ``scale``,
+    by default :func:`scale_of` theirs). The fields come from the runner's environment where it sets them
+    (it stamps ``owner``, ``assignment_type`` and ``datetime`` again itself); outside it, from the
+    ``GITHUB_*`` variables, else ``local``, so the file always holds every field of the format."""
     env = os.environ if env is None else env
-    scale = scale_of(record)
-    tests = [{"test-name": f"{check.part}: {check.name}".encode()[:100].decode("utf-8", "ignore"),
-              "passed": check.passed, "score": round(check.points * scale) if check.passed else 0,
-              "max-score": round(check.points * scale), "part": check.part} for check in record.checks]
-    commit = env.get("COMMIT_URL", "")
-    return {"schema": CLASSROOM50_SCHEMA, "classroom": env.get("CLASSROOM", ""), "assignment": env.get("ASSIGNMENT", lab.name),
-            "submission": env.get("SUBMISSION_TAG") or "submit/local", "commit": commit,
-            "release": env.get("RELEASE_URL", commit), "review": env.get("REVIEW_URL", commit),
+    scale = scale or scale_of(check.points for check in record.checks)
+    tests = [{"test-name": name, "passed": check.passed, "score": round(check.points * scale) if check.passed else 0,
+              "max-score": round(check.points * scale), "part": check.part}
+             for name, check in zip(result_test_names(record), record.checks, strict=True)]
+    repository = f"{env.get('GITHUB_SERVER_URL', 'https://github.com')}/{env['GITHUB_REPOSITORY']}" \
+        if env.get("GITHUB_REPOSITORY") else None
+    submission = env.get("SUBMISSION_TAG") or "submit/local"
+    commit = env.get("COMMIT_URL") or (f"{repository}/commit/{env['GITHUB_SHA']}" if repository and env.get("GITHUB_SHA")
+                                       else "local")
+    release = env.get("RELEASE_URL") or (f"{repository}/releases/tag/{quote(submission, safe='')}" if repository
+                                         else commit)
+    owner = env.get("OWNER") or env.get("USERNAME") or env.get("GITHUB_REPOSITORY_OWNER") or "local"
+    return {"schema": CLASSROOM50_SCHEMA, "classroom": env.get("CLASSROOM") or "local",
+            "assignment": env.get("ASSIGNMENT") or lab.name,
+            "assignment_type": env.get("ASSIGNMENT_TYPE") or "individual", "owner": owner,
+            "submission": submission, "commit": commit, "release": release, "review": env.get("REVIEW_URL") or commit,
             "datetime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "score": sum(t["score"] for t in tests), "max-score": sum(t["max-score"] for t in tests), "tests": tests}
 
@@ -117,18 +153,60 @@ def classroom50_overrides_csv(lab: Lab, records: list[SubmissionResult]) -> str:
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
     writer.writerow(["username", "score", "max_score"])
+    scale = declared_scale(lab.checks)
     for record in sorted(records, key=lambda r: r.student):
-        scale = scale_of(record)
         writer.writerow([csv_cell(record.student), round(record.total * scale), round(record.max_total * scale)])
     return table.getvalue()
 
 
-def release_body(lab: Lab, record: SubmissionResult, result: dict) -> str:
-    """The Release text the student reads: the score as Classroom 50 counts it, then the feedback."""
-    scale = scale_of(record)
+RELEASE_BODY_LIMIT = 125_000  # characters GitHub keeps of a Release's text (a longer one fails to publish)
+TEXT_PICTURE = 8  # rows and columns of a picture drawn as text, around its first differing entry
+
+
+def picture_text(picture: dict) -> str:
+    """A failed comparison's picture as text (GitHub shows no image in a data URI): the student's values and the
+    expected ones, at most :data:`TEXT_PICTURE` rows and columns around the first that differs, each differing
+    entry marked ``*``; a fenced block, indented to sit in a list item."""
+    differ = picture["differ"]
+    first = next((r, c) for r, row in enumerate(differ) for c, bad in enumerate(row) if bad)
+
+    def window(size: int, around: int) -> range:
+        start = max(0, min(around - TEXT_PICTURE // 2, size - TEXT_PICTURE))
+        return range(start, min(size, start + TEXT_PICTURE))
+
+    rows, cols = window(len(differ), first[0]), window(len(differ[0]), first[1])
+
+    def shown(value) -> str:
+        value = float(value)
+        return ("True" if value else "False") if picture["mask"] else f"{value:.4g}"
+
+    cells = {panel: [[shown(picture[panel][r][c]) + ("*" if differ[r][c] else " ") for c in cols] for r in rows]
+             for panel in ("actual", "expected")}
+    width = max(len(cell) for grid in cells.values() for line in grid for cell in line)
+    row0, col0 = picture["rows"][0], picture["cols"][0]
+    where = ", ".join([*(str(i) for i in picture["slice"]), f"{row0 + rows.start}:{row0 + rows.stop}",
+                       f"{col0 + cols.start}:{col0 + cols.stop}"])
+    label = max(len(str(row0 + r)) for r in rows)
+    lines = [f"[{where}] of a tensor of shape ({', '.join(map(str, picture['shape']))}); * marks an entry that differs"]
+    for panel, title in (("actual", "yours"), ("expected", "expected")):
+        lines += ["", title + ":", " " * label + "  " + " ".join(f"{col0 + c:>{width}}" for c in cols)]
+        lines += [f"{row0 + r:>{label}}  " + " ".join(f"{cell:>{width}}" for cell in line) for r, line in zip(rows, cells[panel])]
+    return "\n  ".join(["```text", *lines, "```"])
+
+
+def release_body(lab: Lab, record: SubmissionResult, result: dict, scale: int) -> str:
+    """The Release text the student reads: the score as Classroom 50 counts it (``scale`` times the lab's
+    points), then the feedback page, its pictures as text; cut, and said so, where GitHub would refuse it."""
     scaled = f" (every check's points times {scale}, so each is whole: {record.total:g}/{record.max_total:g})" \
         if scale > 1 else ""
-    return f"**{lab.title}: {result['score']}/{result['max-score']}**{scaled}\n\n{feedback_markdown(lab, record)}"
+    body = f"**{lab.title}: {result['score']}/{result['max-score']}**{scaled}\n\n" \
+           f"{feedback_markdown(lab, record, picture=picture_text)}"
+    if len(body) <= RELEASE_BODY_LIMIT:
+        return body
+    cut = "\n\n**The feedback stops here: a Release holds 125,000 characters. `make check VERBOSE=1` on your machine " \
+          "shows every failing check.**\n"
+    kept = body[:RELEASE_BODY_LIMIT - len(cut)]
+    return kept[:kept.rfind("\n- ")] + cut  # at a check's start: no fence left open
 
 
 def run(submission: Path, classroom50: bool = False) -> int:
@@ -139,7 +217,7 @@ def run(submission: Path, classroom50: bool = False) -> int:
     (REPORTS / "junit.xml").write_bytes(junit_xml(lab, record))
     (REPORTS / "feedback.md").write_text(markdown, encoding="utf-8")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
+    if summary and not classroom50:  # Classroom 50's runner puts release-body.md there itself
         with open(summary, "a", encoding="utf-8") as page:
             page.write(markdown + "\n")
     if os.environ.get("GITHUB_ACTIONS") == "true":
@@ -147,8 +225,12 @@ def run(submission: Path, classroom50: bool = False) -> int:
             print(line, flush=True)
     print(f"{lab.name}: {record.total:g}/{record.max_total:g}; feedback in {REPORTS / 'feedback.md'}")
     if classroom50:
-        result = classroom50_result(lab, record)
+        if not record.checks:  # no check ran: an error of the grading, not a score of 0 (nor a pass of 0/0)
+            print(f"classroom50: {record.status}; no result.json written")
+            return 2
+        scale = declared_scale(submission / "tests")
+        result = classroom50_result(lab, record, scale=scale)
         Path("result.json").write_text(json.dumps(result, indent=1))
-        Path("release-body.md").write_text(release_body(lab, record, result), encoding="utf-8")
+        Path("release-body.md").write_text(release_body(lab, record, result, scale), encoding="utf-8")
         return 0  # graded: pass or fail is in result.json
     return 0 if record.total >= record.max_total else 1

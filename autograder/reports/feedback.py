@@ -159,7 +159,9 @@ def picture_markdown(picture: dict) -> str:
     return f"![your values beside the expected ones](data:image/svg+xml;base64,{svg})"
 
 
-def feedback_markdown(lab: Lab, record: SubmissionResult, hidden: bool = True) -> str:
+def feedback_markdown(lab: Lab, record: SubmissionResult, hidden: bool = True, picture=picture_markdown) -> str:
+    """The feedback page in Markdown; ``picture(check's picture)`` draws a failed comparison (by default an
+    image in a data URI; Classroom 50's Release, which GitHub renders without data URIs, gets text)."""
     view = feedback_view(lab, record, hidden)
     heading = f"{view['total']:g} / {view['max_total']:g}" if hidden else \
         f"public checks {view['total']:g} / {view['max_total']:g} (hidden checks: after grades are published)"
@@ -190,7 +192,7 @@ def feedback_markdown(lab: Lab, record: SubmissionResult, hidden: bool = True) -
             lines.append(f"- ✗ {markdown_span(check['name'])}{also(check)}{others} ({check['points']:g} pt):\n\n"
                          f"  {message}\n")
             if check["picture"]:
-                lines.append(f"  {picture_markdown(check['picture'])}\n")
+                lines.append(f"  {picture(check['picture'])}\n")
             if check["same"]:
                 lines.append(f"  {same(check, markdown_span)}\n")
         if hidden and part["hidden"]["total"]:
