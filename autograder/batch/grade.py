@@ -493,6 +493,9 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         starting = [threading.Thread(target=lane.start) for lane in lanes[1:]]
         for thread in starting:
             thread.start()
+        again = why_again(lab.name, changed)
+        if again:
+            print(again, file=stream, flush=True)  # before the progress, which it explains
         if read_stamp(out / REFERENCE_PROOF) != provenance:  # a few seconds: say why nothing moves yet
             print(f"{lab.name}: grading the reference solution first (it proves this machine gives full marks)",
                   file=stream, flush=True)
@@ -506,9 +509,6 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
             raise
         for thread in starting:
             thread.join()
-        again = why_again(lab.name, changed)
-        if again:
-            print(again, file=stream, flush=True)  # before the progress, which it explains
         similar = prepare_reports_meanwhile(lab, staged_folders, class_files)
         seen = grade_in_lanes(lab, todo, out, lanes, Progress(lab.name, len(todo), stream))
         records = [read_record(student_folder(out, s.student)) for s in cohort]
