@@ -2,8 +2,11 @@
 # LAB=<name> picks one lab; without it a command works on every lab (check: the only one).
 # The first of python3, python3.13, python3.12, python3.11 that is 3.11 to 3.13 (the versions the kit is tested on).
 SUPPORTED_PYTHON := import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))
-PYTHON ?= $(or $(shell for p in python3 python3.13 python3.12 python3.11; do \
+# Looked for once (:=), not at every use; PYTHON= on the command line or in the environment wins.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(or $(shell for p in python3 python3.13 python3.12 python3.11; do \
 	$$p -c '$(SUPPORTED_PYTHON)' 2>/dev/null && echo $$p && break; done),python3)
+endif
 VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.requirements-installed

@@ -106,7 +106,8 @@ def pins(path: Path) -> dict[str, str]:
 
 def closure(names) -> set[str]:
     """The distributions ``names`` need, as installed here from the kit's pins (extras followed);
-    without pip and setuptools, which every venv brings (pip-compile leaves them out too)."""
+    without pip, which every venv brings. setuptools is pinned: torch needs >= 77.0.3, newer than the one
+    Python 3.11's venv brings, and 3.12's brings none (unpinned, each install would take the newest)."""
     seen, todo = set(), [(canonicalize_name(name), "") for name in names]
     while todo:
         name, extra = todo.pop()
@@ -115,7 +116,7 @@ def closure(names) -> set[str]:
             for requirement in map(Requirement, importlib.metadata.requires(name) or []):
                 if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
                     todo += [(canonicalize_name(requirement.name), e) for e in ("", *requirement.extras)]
-    return {name for name, _ in seen} - {"pip", "setuptools"}
+    return {name for name, _ in seen} - {"pip"}
 
 
 def test_student_requirements_are_the_closure_of_what_students_use_pinned_as_the_kit():

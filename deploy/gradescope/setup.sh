@@ -6,7 +6,8 @@ apt-get update
 apt-get install -y --no-install-recommends python3.11 python3.11-venv
 cd /autograder/source
 python3.11 -m venv .venv
-# torch's CPU build from PyTorch's index (PyPI's torch for Linux is the CUDA build, 5 GB with its packages).
+# torch's CPU build from PyTorch's CPU index (its 2.13.0+cpu is preferred to PyPI's 2.13.0, the CUDA build:
+# 18 nvidia packages and triton, a 5 GB image for nothing, as Gradescope has no GPU).
 .venv/bin/pip install --quiet --disable-pip-version-check --extra-index-url https://download.pytorch.org/whl/cpu \
   -r requirements.txt
 # Every upload runs in a fresh copy of this image: bytecode compiled here is not compiled again by each.
