@@ -210,11 +210,11 @@ def test_an_output_folder_holds_one_cohorts_reports_and_nothing_else(tmp_path):
     (out / "transformer" / "students" / "zoe").mkdir(parents=True)  # another cohort's lab, this cohort has none of
     (out / "transformer" / "report.html").write_text("another cohort")
     batch.grade_course(LABS, reference_cohort(tmp_path / "term1"), out, jobs=1, stream=io.StringIO())
-    assert sorted(p.name for p in out.iterdir()) == [".autograder-output", "attention", "grades.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [".autograder-output", ".removed", "attention", "grades.csv"]
     [run] = batch.grade_course(LABS, reference_cohort(tmp_path / "term2", ("amy",)), out, jobs=1, stream=io.StringIO())
     assert run.removed == ["bo"] and [p.name for p in (out / "attention" / "students").iterdir()] == ["amy"]
-    assert (tmp_path / ".out-removed" / "attention" / "bo" / "summary.json").is_file()  # beside OUT, not lost
-    assert (tmp_path / ".out-removed" / "transformer" / "report.html").read_text() == "another cohort"
+    assert (out / ".removed" / "attention" / "bo" / "summary.json").is_file()  # inside OUT (a container mounts it alone)
+    assert (out / ".removed" / "transformer" / "report.html").read_text() == "another cohort"
     assert "the reports of 1 student no longer in the submissions (bo)" in (out / "attention" / "report.html").read_text()
     # A folder that holds anything else is refused, not written.
     foreign = tmp_path / "thesis"
@@ -223,6 +223,14 @@ def test_an_output_folder_holds_one_cohorts_reports_and_nothing_else(tmp_path):
     with pytest.raises(batch.ForeignOutput, match="holds files the kit did not write \\(chapter1.tex\\)"):
         batch.grade_course(LABS, tmp_path / "term2", foreign, jobs=1, stream=io.StringIO())
     assert [p.name for p in foreign.iterdir()] == ["chapter1.tex"]
+    # A folder of labs that is not the kit's outputs (the kit's own source/), an instructor's own grades.csv.
+    with pytest.raises(batch.ForeignOutput, match="attention/lab.toml"):
+        batch.claim_output(KIT / "source", LABS)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "grades.csv").write_text("name,final grade from the registrar\n")
+    with pytest.raises(batch.ForeignOutput, match="not the course's table"):
+        batch.grade_course(LABS, tmp_path / "term2", mine, jobs=1, stream=io.StringIO())
 
 
 def lab_with_checks(tmp_path, monkeypatch, edit):

@@ -136,14 +136,14 @@ def test_a_merge_that_cannot_be_whole_writes_nothing_and_says_why(course, tmp_pa
     single, _ = course
     out = tmp_path / "grades"
     out.mkdir()
-    (out / "grades.csv").write_text("the course before\n")
+    (out / "grades.csv").write_text("student,attention\nada,100\n")
     folders = split(single, 2, tmp_path / "shards")
 
     def refused(match: str, shards=folders, submissions=DEMO):
         with pytest.raises(MergeError, match=match):
             merge(LABS, shards, submissions, out)
         assert sorted(p.name for p in out.iterdir()) == ["grades.csv"]
-        assert (out / "grades.csv").read_text() == "the course before\n"
+        assert (out / "grades.csv").read_text() == "student,attention\nada,100\n"
         assert not [p for p in tmp_path.iterdir() if "merging" in p.name]
 
     refused(r"missing \[2\]", folders[:1])

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 FINGERPRINT = ".fingerprint"
 STUDENTS = "students"  # <out>/students/<student>/: one folder per student, apart from the class's files
+REFERENCE_PROOF = ".reference-proof"  # <out>/<lab>/: the provenance under which the reference scored full marks
 
 
 def student_folder(out: Path, student: str) -> Path:
@@ -378,10 +379,14 @@ def unstable_checks(lab: Lab, records: list[SubmissionResult], again: list[dict[
     return {check: unstable[check] for check in sorted(unstable, key=lambda c: (lab.part_ids.index(c.split(":")[0]), c))}
 
 
+SET_ASIDE = ".removed"  # OUT/.removed/<lab>/: reports of students no longer in the submissions
+
+
 def set_aside(out: Path) -> Path:
     """Where the reports of ``out`` (a lab's folder of the course folder OUT) go when their students are no
-    longer in the submissions: beside OUT, not in it (``.OUT-removed/<lab>/``), so nothing is lost."""
-    return out.parent.parent / f".{out.parent.name}-removed" / out.name
+    longer in the submissions: a hidden folder of OUT (``.removed/<lab>/``), apart from what is handed out
+    (``<lab>/students/``) and never outside OUT (a container mounts OUT alone: beside it would be lost)."""
+    return out.parent / SET_ASIDE / out.name
 
 
 def remove_former_students(out: Path, cohort: list[Submission]) -> list[str]:
@@ -412,8 +417,16 @@ def claim_output(out: Path, labs: list[Lab]) -> None:
     from autograder.batch.shard import SHARD_FILE  # shard builds on this module
 
     if out.is_dir() and not (out / OUTPUT_MARK).is_file():
-        ours = {"grades.csv", SHARD_FILE, "shards", *(lab.name for lab in labs)}
+        ours = {"grades.csv", SHARD_FILE, "shards", SET_ASIDE, *(lab.name for lab in labs)}
+        lab_outputs = {STUDENTS, "grades.csv", "report.html", REFERENCE_PROOF, "classroom50-overrides.csv"}
         foreign = sorted(path.name for path in out.iterdir() if path.name not in ours)
+        # A lab's name is the kit's only where the folder holds only a lab's outputs (source/ holds labs too),
+        # and a grades.csv only where it is the course's table (an instructor's own is not overwritten).
+        foreign += sorted(f"{path.name}/{entry.name}" for path in out.iterdir() if path.name in {lab.name for lab in labs}
+                          and path.is_dir() for entry in path.iterdir() if entry.name not in lab_outputs)
+        course_table = out / "grades.csv"
+        if course_table.is_file() and not course_table.read_text(errors="replace").startswith("student,"):
+            foreign.append("grades.csv (not the course's table)")
         if foreign:
             raise ForeignOutput(f"{out} holds files the kit did not write ({', '.join(foreign[:5])}"
                                 f"{', ...' if len(foreign) > 5 else ''}), which a run would mix with its reports: "
@@ -426,7 +439,6 @@ def mark_output(out: Path) -> None:
                                         "folder holds\n")
 
 
-REFERENCE_PROOF = ".reference-proof"  # <out>/<lab>/: the provenance under which the reference scored full marks
 
 
 class EnvironmentUnproven(Exception):
