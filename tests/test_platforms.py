@@ -305,7 +305,14 @@ def test_the_bundles_ci_files_run_the_checks(lab, lab_dist, tmp_path):
     root = unzip(lab_dist["student"], tmp_path) / f"{lab.name}-student"
     github = yaml.safe_load((root / ".github/workflows/checks.yml").read_text())
     steps = github["jobs"]["checks"]["steps"]
-    assert any(step.get("run", "").startswith("make ci") for step in steps)
+    runs = [step.get("run", "") for step in steps]
+    # As the runner's user the checks confine student code in a user namespace, which Ubuntu 24.04 restricts.
+    assert "apparmor_restrict_unprivileged_userns=0" in next(r for r in runs if "sysctl" in r)
+    assert [i for i, r in enumerate(runs) if "sysctl" in r][0] < [i for i, r in enumerate(runs) if r.startswith("make ci")][0]
+    # .venv cached on the pins; uv's cache restored only where .venv was not (one copy of the wheels a hit).
+    caches = [step for step in steps if step.get("uses", "").startswith("actions/cache")]
+    assert caches[0]["with"]["path"] == ".venv" and "requirements-ci.txt" in caches[0]["with"]["key"]
+    assert caches[1]["if"] == f"steps.{caches[0]['id']}.outputs.cache-hit != 'true'"
     assert next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))["with"]["path"] == "ci-results/"
     gitlab = yaml.safe_load((root / ".gitlab-ci.yml").read_text())["checks"]
     assert gitlab["script"] == ["make ci"] and gitlab["artifacts"]["reports"]["junit"] == "ci-results/junit.xml"
