@@ -314,6 +314,7 @@ def test_a_student_who_handed_nothing_in_is_not_a_green_zero(cohort_reports):
     looked = page[page.index('id="looked-for"'):].split("</p>")[0]
     assert "Looked for a folder <code>attention/</code> holding your modules (<code>scores.py</code>" in looked
     assert "found no <code>attention/</code> folder, or an empty one" in looked and "<section" not in page
+    assert 'href="#part-' not in page  # no link to a section that is not there
     assert "Looked for a folder `attention/`" in (cohort_reports / "students" / "eve" / "feedback.md").read_text()
     report = (cohort_reports / "report.html").read_text()
     assert "4 students handed in" in report
