@@ -297,7 +297,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
             names = ", ".join(one_line(name) for name in run.removed[:5]) + (", ..." if len(run.removed) > 5 else "")
             print(f"{run.lab}: moved the reports of {len(run.removed)} students no longer in the submissions "
                   f"({names}) to {set_aside(out / run.lab)}")
-        files = "" if options.shard else "grades.csv, report.html, "
+        files = "" if options.shard else "grades.csv, report.html, checks.csv, "
         print(f"{run.lab}: graded {run.graded} submissions ({run.skipped} unchanged, skipped) of "
               f"{run.students} in {run.seconds:.1f} s; mean {run.mean:.1f}; reports in {out / run.lab}/ "
               f"({files}students/<student>/feedback.html)")

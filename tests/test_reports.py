@@ -12,7 +12,9 @@ import sys
 import pytest
 
 from autograder.batch.grade import grade
-from autograder.reports.class_report import flags
+from autograder.judge.misconceptions import load_catalogue
+from autograder.reports.check_statistics import check_statistics, checks_csv
+from autograder.reports.class_report import NEEDS, flags, near_copies
 from autograder.reports.feedback import feedback_html, feedback_markdown, feedback_view
 from autograder.reports.heatmap import NEGATIVE, heatmap_svg
 from autograder.reports.histogram import bins, histogram_svg
@@ -20,7 +22,7 @@ from autograder.reports.similarity import own_code, similarity
 from autograder.limits import Limits
 from autograder.results import CheckResult, Diagnosis, Failure, FailureKind, PartResult, SubmissionResult
 from autograder.text import relation_sentence
-from conftest import DEMO, KIT, LAB, LABS, SOLUTIONS, once_per_run
+from conftest import DEMO, KIT, LAB, LABS, SOLUTIONS, once_per_run, submission_with
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -54,10 +56,10 @@ def texts(record) -> list[str]:
 
 def test_a_hard_coder_and_points_lost_to_time_outs_are_flagged():
     hard_coder = record([(False, True, None)] * 3 + [(True, False, "wrong")] * 3)
-    assert texts(hard_coder) == ["passes every public check, fails most hidden ones"]
+    assert texts(hard_coder) == ["p 3/6", "passes every public check, fails most hidden ones"]
     assert texts(record([(False, True, None), (True, False, "timeout"), (True, True, None)])) == \
         ["lost 1 points to time-outs or crashes"]
-    assert texts(record([(False, False, "wrong"), (True, False, "wrong")])) == []  # just wrong: nothing to look at
+    assert texts(record([(False, True, None), (False, False, "wrong"), (True, True, None)])) == []  # 2/3: passable
 
 
 def test_a_module_that_does_not_import_a_part_not_started_and_upload_notes_need_a_look():
@@ -71,9 +73,11 @@ def test_a_module_that_does_not_import_a_part_not_started_and_upload_notes_need_
         notes=["README.md: not part of the assignment, not graded", "conftest.py: not part of the assignment, "
                "not graded", "notes.txt: not UTF-8"])
     assert flags(student) == [
-        {"text": "did not import: softmax.py line 49", "anchor": "#part-softmax"},
-        {"text": "not started: dropout", "anchor": "#part-dropout"},
-        {"text": "upload: conftest.py: not part of the assignment, not graded (and 1 more notes)", "anchor": ""}]
+        {"text": "did not import: softmax.py line 49", "anchor": "#part-softmax", "need": "could not be graded in full"},
+        {"text": "upload: conftest.py: not part of the assignment, not graded (and 1 more notes)", "anchor": "",
+         "need": "could not be graded in full"},
+        {"text": "not started: dropout", "anchor": "#part-dropout", "need": "struggling"},
+        {"text": "heads 1/2", "anchor": "#part-heads", "need": "struggling"}]
 
 
 def staged_demo(lab=LAB) -> dict:
@@ -113,11 +117,16 @@ def test_what_the_release_gives_is_never_shared_and_converging_answers_are_not_f
     assert {(p["module"], p["first"], p["second"]) for p in copied["pairs"]} == {("heads.py", "ann", "ben")}
 
 
+def shown_module(found: dict, module: str) -> dict:
+    """The first pair's ``module`` shown side by side in the near-copies ``found``."""
+    return next(m for g in found["groups"] for p in g["pairs"] for m in p["modules"] if m["module"] == module)
+
+
 def test_line_endings_leading_lines_and_comments_change_nothing(tmp_path):
     """What a Windows editor or a tidy student does to a file changes no finding and no mark: CRLF
     line endings, blank lines before the module's docstring, a comment after a given line."""
     def marks(found):
-        heads = next(g for g in found["groups"] if g["module"] == "heads.py")["pairs"][0]
+        heads = shown_module(found, "heads.py")
         return [re.findall(r"<mark>(.*?)</mark>", code, re.S) for code in (heads["first_code"], heads["second_code"])]
 
     plain = similarity(LAB, staged_demo())
@@ -149,8 +158,7 @@ def marks_on_token_boundaries(code: str) -> list[str]:
 
 
 def test_the_shared_code_is_marked_on_token_boundaries_and_never_on_given_code():
-    heads = next(g for g in similarity(LAB, staged_demo())["groups"] if g["module"] == "heads.py")
-    pair = heads["pairs"][0]
+    pair = shown_module(similarity(LAB, staged_demo()), "heads.py")
     for code in (pair["first_code"], pair["second_code"]):
         marked = "".join(re.findall(r"<mark>(.*?)</mark>", code, re.S))
         assert marked.count("\n") > 10 and marks_on_token_boundaries(code) == []
@@ -278,20 +286,118 @@ def test_the_class_report_links_flags_and_lists_near_copies(cohort_reports):
         assert f'href="students/{student}/feedback.html"' in report
     students = report[report.index('id="students"'):report.index("Known mistakes")]
     dee = students[students.index(">dee<"):].split("</tr>")[0]
-    assert "time-outs or crashes" in dee
-    needs = report[report.index('id="needs"'):].split("</ul>")[0]  # the report opens with who needs a look
-    assert report.index('id="needs"') < report.index("id='histogram'") and "4 need a look" in report
-    assert '<a href="students/dee/feedback.html">lost ' in needs and ">eve<" not in needs
+    assert "timed out: dropout.dropout" in dee and '<a href="#look-2">could not be graded in full, integrity</a>' in dee
+    lines = needs_lines(report)  # the report opens with who needs a look, most urgent first
+    assert report.index('id="needs"') < report.index("id='histogram'") and "5 need a look" in report
+    assert [line.split(" ")[0].rstrip(":") for line in lines] == ["eve", "dee", "cy", "bo", "ann"], lines
+    assert lines[0] == "eve: could not be graded in full: not handed in"
+    assert lines[1].startswith("dee (99): could not be graded in full: lost 1 points to time-outs or crashes · integrity")
+    assert lines[4] == "ann (100): integrity: near-copy of bo: heads.py 100%"
+    needs = report[report.index('id="needs"'):].split("</ol>")[0]
     ann = needs[needs.index(">ann<"):].split("</li>")[0]
-    assert '<a href="#similar-1">near-copy: heads.py, 100% shared with bo</a>' in ann and ann.count("near-copy") == 1
+    assert '<a href="#similar-1">near-copy of bo: heads.py 100%</a>' in ann and ann.count("near-copy") == 1
     groups = report[report.index('id="similar-groups"'):].split("</ul>")[0]
-    assert groups.index('id="similar-1"><summary><b>heads.py</b>: ann, bo\n') < groups.index("the reference solution")
-    # cy and dee hand in the reference's code: copies of it, each module a group, listed after ann and bo
-    softmax = groups[groups.index("softmax.py</b>"):].split("</li>")[0]
-    assert "softmax.py</b>: cy, dee, the reference solution" in groups
-    assert softmax.count('<details class="similar"') == 2  # each of the 3 with its closest, not all 3 pairs
-    cy = needs[needs.index(">cy<"):].split("</li>")[0]
-    assert "near-copy: softmax.py, 100% shared with" in cy
+    assert groups.index('id="similar-1"><summary><b>ann, bo</b>: heads.py\n') < groups.index("the reference solution")
+    # cy and dee hand in the reference's code: one group with it, whatever the number of modules, after ann and bo
+    assert '<b>cy, dee, the reference solution</b>: dropout.py, heads.py, masking.py, projections.py, scores.py, ' \
+        'softmax.py' in groups
+    reference = groups[groups.index("<b>cy, dee, the reference solution"):].split("</li>")[0]
+    assert reference.count("cy and dee: softmax.py") == 1 and reference.count("softmax.py, 100% shared") == 2
+    cy = needs[needs.index(">cy<"):].split("</li>")[0]  # each of the 3 with its closest, not all 3 pairs
+    assert "near-copy of the reference solution: dropout.py 100%" in cy and cy.count("near-copy") == 1
+
+
+@pytest.fixture(scope="session")
+def class_of_eight(tmp_path_factory):
+    """The class "Needs a look" was found wanting on: two hand in the reference, five one known mistake
+    each (all of them on the reference's code, so every pair shares nearly everything), one a softmax.py
+    that does not parse, one an empty folder. Graded once per test run."""
+    mistakes = {"fox": ("softmax", "no_max_shift"), "gia": ("masking", "tril_mask"), "hal": ("dropout", "no_rescaling"),
+                "ida": ("heads", "view_without_transpose"), "jon": ("projections", "no_scaling")}
+    catalogue = load_catalogue(LAB.checks)
+
+    def build(root):
+        cohort = root / "cohort"
+        for student in ("ann", "bo"):
+            submission_with(cohort / student, {}, name=LAB.name)
+        for student, (part, name) in mistakes.items():
+            known = next(m for m in catalogue[part] if m.name == name)
+            submission_with(cohort / student, {part: known.apply((LAB.reference / f"{part}.py").read_text())},
+                            name=LAB.name)
+        submission_with(cohort / "kim", {"softmax": (LAB.reference / "softmax.py").read_text() + "\ndef broken(:\n"},
+                        name=LAB.name)
+        (cohort / "lu" / LAB.name).mkdir(parents=True)
+        grade(LAB, cohort, root / "out", jobs=2, stream=io.StringIO())
+
+    return once_per_run(tmp_path_factory, "class-of-eight", build) / "out"
+
+
+def needs_lines(report: str) -> list[str]:
+    """The "Needs a look" list as text, one line per student."""
+    listed = report[report.index('<ol id="needs">'):].split("</ol>")[0]
+    return [" ".join(re.sub(r"<[^>]+>", "", item).split()) for item in re.findall(r'<li id="look-\d+">(.*?)</li>', listed, re.S)]
+
+
+@pytest.mark.slow
+def test_needs_a_look_lists_every_student_to_act_on_most_urgent_first(class_of_eight):
+    """Who could not be graded first, then each part a student struggles with, with the known mistake
+    named; a class that hands in the reference's code (every pair sharing nearly everything) makes no
+    near-copy finding, per module or otherwise; the two who hand in the very same code are not listed."""
+    report = (class_of_eight / "report.html").read_text()
+    lines = needs_lines(report)
+    assert [line.split(" ")[0].rstrip(":") for line in lines] == ["lu", "kim", "gia", "ida", "jon", "hal"], lines
+    assert "could not be graded in full: not handed in" in lines[0]
+    assert "could not be graded in full: did not import: softmax.py line" in lines[1]
+    assert "struggling: masking 4/20: known mistake, `tril` instead of `triu`" in lines[2]
+    assert lines[3].startswith("ida (86): struggling: heads 11/25: known mistake, split_heads views straight")
+    assert lines[5] == "hal (93.5): struggling: dropout 3.5/10: known mistake, the kept values are not scaled by 1 / (1 - p)"
+    assert "near-copy" not in report[report.index('id="needs"'):report.index('id="students"')]
+    assert "6 need a look" in report  # not fox: softmax without the max shift costs 1.5 of 15
+    for line in lines:  # each kind of reason once per student
+        assert all(line.count(need) <= 1 for need in NEEDS)
+    items = report[report.index('<ol id="needs">'):].split("</ol>")[0]
+    assert 'href="students/gia/feedback.html#part-masking"' in items  # each reason opens its evidence
+    students = report[report.index('id="students"'):report.index("Known mistakes")]
+    gia = students[students.index(">gia<"):].split("</tr>")[0]
+    assert re.search(r'<a href="#look-\d">struggling</a>', gia)
+
+
+def test_a_pair_copied_in_every_module_is_one_finding(tmp_path):
+    """Judged per pair across the lab: two students who wrote the same code in every module are one
+    group and one flag each, naming every module, not one finding per module."""
+    staged = {}
+    for student, demo in (("ann", "chen"), ("bo", "chen"), ("cy", "ada"), ("dee", "hana"), ("eve", "eli"),
+                          ("fin", "lea")):
+        staged[student] = tmp_path / student
+        shutil.copytree(DEMO / demo / LAB.name, staged[student])
+    found = similarity(LAB, staged)
+    assert len({p["module"] for p in found["pairs"]}) > 3  # the pair stands out in many modules ...
+    assert [(g["members"], len(g["pairs"])) for g in found["groups"]] == [(["ann", "bo"], 1)]  # ... one finding
+    copies = near_copies(found)
+    assert [len(copies[s]) for s in ("ann", "bo")] == [1, 1]
+    assert copies["ann"][0]["text"].startswith("near-copy of bo: ") and all(
+        f"{m['module']} 100%" in copies["ann"][0]["text"] for m in found["groups"][0]["pairs"][0]["modules"])
+
+
+def test_check_statistics_flag_a_check_no_one_passes_and_one_the_strong_fail():
+    """A check that separates the class is trusted; one that every student fails, or that the strong
+    fail while the weak pass, is one to look at (and a class too small to say is not judged)."""
+    def student(name, passes):
+        checks = [CheckResult("scores", f"test_{i}", 1.0, ok) for i, ok in enumerate(passes)]
+        return SubmissionResult(LAB.name, name, {"scores": PartResult("scores", 10.0, checks)})
+
+    # test_0 separates (the strong pass), test_1 no one passes, test_2 only the weak pass.
+    outcomes = [(True, False, False)] * 4 + [(False, False, True)] * 3
+    fillers = [[True] * n for n in (9, 8, 7, 6, 2, 1, 0)]
+    records = [student(f"s{i}", [*three, *filler]) for i, (three, filler) in enumerate(zip(outcomes, fillers))]
+    rows = {row["name"]: row for row in check_statistics(LAB, records)}
+    assert rows["test_0"]["separation"] > 0.5 and rows["test_0"]["look"] == ""
+    assert rows["test_1"]["look"].startswith("passed by no one")
+    assert rows["test_2"]["separation"] < -0.5 and rows["test_2"]["look"].startswith("the stronger students fail")
+    assert check_statistics(LAB, records[:4])[2]["separation"] is None  # four students say nothing
+    table = checks_csv(list(rows.values())).splitlines()
+    assert table[0] == "part,check,hidden,points,students,passed,pass_rate,separation,look"
+    assert next(row for row in table if row.startswith("scores,test_2,")).startswith("scores,test_2,false,1,7,3,0.429,-")
 
 
 @pytest.mark.slow
@@ -355,8 +461,8 @@ def test_the_reports_render_in_a_real_browser(cohort_reports, tmp_path):
     dom, console = render(cohort_reports / "report.html", tmp_path, "#similar-1")
     assert console == ""
     assert 'id="histogram"' in dom and 'id="overview"' in dom and 'href="students/cy/feedback.html"' in dom
-    needs = dom[dom.index('id="needs"'):].split("</ul>")[0]
-    assert needs.count("<li>") == 4 and 'href="#similar-1"' in needs and "lost " in needs
+    needs = dom[dom.index('id="needs"'):].split("</ol>")[0]
+    assert needs.count('<li id="look-') == 5 and 'href="#similar-1"' in needs and "lost " in needs
     group = dom[dom.index('id="similar-1"') - 40:].split("</li>")[0]
     assert re.search(r'<details class="group" id="similar-1" open="">', group)  # the link opened it
     assert group.count("<mark>") > 5 and marks_on_token_boundaries(group) == []
@@ -367,6 +473,17 @@ def test_the_reports_render_in_a_real_browser(cohort_reports, tmp_path):
     assert spills(cohort_reports / "students" / "cy" / "feedback.html", tmp_path) == []
     dom, console = render(cohort_reports / "students" / "eve" / "feedback.html", tmp_path)
     assert console == "" and 'id="not-handed-in"' in dom and 'class="none" id="total"' in dom
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_the_class_reports_fit_the_page_in_a_real_browser(class_of_eight, course, tmp_path):
+    """The class of eight's report and the demo course's (12 students, every part a column), as Chromium
+    lays them out at 1280 px: tables within the page's column, no student's row a tower of flags."""
+    dom, console = render(class_of_eight / "report.html", tmp_path)
+    assert console == "" and dom.count('<li id="look-') == 6
+    for report in (class_of_eight / "report.html", *(course[0] / lab.name / "report.html" for lab in LABS)):
+        assert spills(report, tmp_path) == [], report
 
 
 @pytest.mark.slow
@@ -388,7 +505,7 @@ def test_the_students_table_sorts_by_the_clicked_column(cohort_reports, tmp_path
 
 
 # Run in the page by Chromium: what spills out. The page must not scroll sideways in a 1280 px
-# window, no text of a picture may leave the picture, a glyph written in a cell stays inside it, and the
+# window, no table may be wider than the page's column nor a student's row taller than a few lines, no text of a picture may leave the picture, a glyph written in a cell stays inside it, and the
 # students' status cells read as plain text (a one-word status on one line, tinted only as its row is).
 OVERFLOW = """<script>
 document.querySelectorAll("details").forEach(details => details.open = true);  // what opens must fit too
@@ -404,6 +521,13 @@ document.querySelectorAll("svg.heatmap").forEach(svg => svg.querySelectorAll("te
   if (inCell && box.width > 18)
     spills.push("wider than its cell: " + text.textContent);
 }));
+const body = document.body.getBoundingClientRect().right - parseFloat(getComputedStyle(document.body).paddingRight);
+document.querySelectorAll("table").forEach(table => {  // every table within the page's column
+  if (table.getBoundingClientRect().right > body + 1) spills.push("a table is wider than the page's column: " + table.id);
+});
+document.querySelectorAll("#students tr").forEach(row => {  // a student's row reads as one line or a few
+  if (row.getBoundingClientRect().height > 100) spills.push("a tall row: " + row.cells[0].textContent);
+});
 document.querySelectorAll("#students td:nth-child(" + ([...document.querySelectorAll("#students th")]
     .findIndex(th => th.textContent === "status") + 1) + ")").forEach(cell => {  // a status reads as text
   const range = document.createRange();

@@ -1,7 +1,7 @@
 """``make grade``: grade every submission of a cohort, lab by lab, and write the reports.
 
 Layout in (nbgrader's): ``<submissions>/<student>/<lab>/``. Layout out, per lab:
-``<out>/<lab>/grades.csv``, ``<out>/<lab>/report.html`` and, in ``<out>/<lab>/students/<student>/``,
+``<out>/<lab>/grades.csv``, ``<out>/<lab>/report.html``, ``<out>/<lab>/checks.csv`` (which checks to trust) and, in ``<out>/<lab>/students/<student>/``,
 ``results.json`` (Gradescope's format), ``feedback.md`` and ``feedback.html``; for the course,
 ``<out>/grades.csv`` (one row per student, one total per lab). Student folders live apart from
 the class's files, so no student name (``grades.csv``) can take their place.
@@ -48,6 +48,7 @@ from autograder.batch.provenance import changes, read_stamp, run_provenance, sub
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, JOBS, Limits, amount
 from autograder.platforms.gradescope import results_json
+from autograder.reports.check_statistics import check_statistics, checks_csv
 from autograder.reports.records import EXTRA_FILE, bounded_notes, course_csv, grades_csv, student_record
 from autograder.reports.staged_code import module_sources
 from autograder.results import CohortRun, SubmissionResult, read_record, read_run, write_record
@@ -348,6 +349,7 @@ def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], simi
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
     write_atomically(out / "classroom50-overrides.csv", classroom50_overrides_csv(lab, records))
+    write_atomically(out / "checks.csv", checks_csv(check_statistics(lab, [r for r in records if r.handed_in])))
     write_atomically(out / "report.html", class_report(lab, records, links, similar, removed, unstable or {}))
 
 
@@ -418,7 +420,7 @@ def claim_output(out: Path, labs: list[Lab]) -> None:
 
     if out.is_dir() and not (out / OUTPUT_MARK).is_file():
         ours = {"grades.csv", SHARD_FILE, "shards", SET_ASIDE, *(lab.name for lab in labs)}
-        lab_outputs = {STUDENTS, "grades.csv", "report.html", REFERENCE_PROOF, "classroom50-overrides.csv"}
+        lab_outputs = {STUDENTS, "grades.csv", "checks.csv", "report.html", REFERENCE_PROOF, "classroom50-overrides.csv"}
         foreign = sorted(path.name for path in out.iterdir() if path.name not in ours)
         # A lab's name is the kit's only where the folder holds only a lab's outputs (source/ holds labs too),
         # and a grades.csv only where it is the course's table (an instructor's own is not overwritten).

@@ -5,8 +5,9 @@ nothing).
 Only what students wrote is compared: docstrings, comments and every line the release gives word
 for word are blanked out first (:func:`own_code`). A pair is judged against the cohort's own
 baseline for that module, the median share of its pairs: where short correct answers converge
-(every pair shares much), sharing much says nothing, and only a pair far above the baseline is
-listed (:func:`stands_out`).
+(a typical pair shares at least :data:`CONVERGED`), sharing much says nothing and no pair is listed;
+elsewhere only a pair far above the baseline is (:func:`stands_out`). The pairs listed in any module
+link students into groups, one finding per group however many modules they share (:func:`groups_of`).
 
 Compares the staged copies of the submissions, never the students' folders themselves
 (:mod:`autograder.reports.staged_code`).
@@ -41,7 +42,7 @@ WINDOW = GUARANTEE - NOISE + 1
 THRESHOLD = 0.6
 # Fewer pairs than this make no baseline (a median of two says nothing): the threshold alone decides.
 BASELINE_PAIRS = 6
-SHOWN_SIDE_BY_SIDE = 40  # pairs whose code the report shows; the rest are listed
+SHOWN_SIDE_BY_SIDE = 40  # modules of pairs whose code the report shows; the rest are listed
 
 
 class StableFingerprint(CodeFingerprint):
@@ -183,17 +184,22 @@ def similarity(lab: Lab, staged: dict[str, Path], threshold: float = THRESHOLD) 
 
 def near_copies(lab: Lab, sources: dict[str, list[tuple[str | None, bytes]]], threshold: float = THRESHOLD) -> dict:
     """The near-copies among the modules' ``sources`` (:func:`autograder.reports.staged_code.module_sources`):
-    ``{"pairs": [...], "groups": [...], "modules": [...], "threshold"}``. A pair: ``{"module", "first", "second",
-    "keys", "similarity", "above"}`` (``keys``: the two students' folder names, :data:`REFERENCE` for the
-    reference solution; ``above``: how far above the module's baseline, as a share of the way to
-    everything), the pairs that stand out only, most above first. A group: ``{"module", "members",
-    "with_reference", "pairs", "anchor", "keys"}``, the students (and the reference solution, when a
-    submission copies it) linked by such pairs in one module, groups of students alone first; its
-    ``pairs`` are the closest ones (:func:`closest_pairs`), the first :data:`SHOWN_SIDE_BY_SIDE` of all
-    groups with ``first_code`` and ``second_code``: HTML-escaped, the shared stretches in ``<mark>``.
-    A module: ``{"module", "compared"`` (students who wrote some of it), ``"baseline"`` (None: too
-    few pairs), ``"converged"``, ``"listed"}``."""
-    pairs, groups, modules = [], [], []
+    ``{"pairs": [...], "groups": [...], "modules": [...], "threshold", "converged"}``.
+
+    ``pairs``: each module's pairs that stand out, most above first: ``{"module", "first", "second", "keys",
+    "similarity", "above"}`` (``keys``: the two students' folder names, :data:`REFERENCE` for the reference
+    solution; ``above``: how far above the module's baseline, as a share of the way to everything).
+
+    ``groups``: the students (and the reference solution, when a submission copies it) linked by such pairs
+    in any module, judged per pair across the lab: a pair near-copied in six modules is one finding. Groups
+    of students alone first: ``{"members", "keys", "with_reference", "modules", "pairs", "anchor"}``; its
+    ``pairs`` are the closest ones (:func:`closest_pairs`), each ``{"first", "second", "keys", "similarity"``
+    (its highest), ``"modules": [{"module", "similarity", "first_code", "second_code"}]}``, the code of the
+    first :data:`SHOWN_SIDE_BY_SIDE` modules shown HTML-escaped, the shared stretches in ``<mark>``.
+
+    ``modules``: ``{"module", "compared"`` (students who wrote some of it), ``"baseline"`` (None: too few
+    pairs), ``"converged"``, ``"listed"}``."""
+    pairs, modules = [], []
     for module in lab.modules:
         prints = fingerprints(lab, module, sources[module])
         compared, known = [], {}  # known: each pair of distinct fingerprints compared once
@@ -207,37 +213,61 @@ def near_copies(lab: Lab, sources: dict[str, list[tuple[str | None, bytes]]], th
                              "prints": (first, second)})
         # The reference is not one of the class: a class copying it must not make copying typical.
         baseline = baseline_of([p["similarity"] for p in compared if REFERENCE not in p["keys"]])
-        found = [p for p in compared if stands_out(p["similarity"], baseline, threshold)]
+        converged = baseline is not None and baseline >= CONVERGED
+        # Where the class converges, sharing everything is what a typical pair does: no pair stands out
+        # (a module at 97% listed every 100% pair of students who wrote the same short answer).
+        found = [] if converged else [p for p in compared if stands_out(p["similarity"], baseline, threshold)]
         for pair in found:
             pair["above"] = (pair["similarity"] - (baseline or 0.0)) / (1 - (baseline or 0.0))
-        for pair in compared:  # copydetect's positions count from after the leading newlines
-            leads = (fingerprint.lead for fingerprint in pair.pop("prints"))
+            leads = (fingerprint.lead for fingerprint in pair["prints"])  # copydetect counts after leading newlines
             pair["slices"] = tuple(cut + lead for cut, lead in zip(pair["slices"], leads))
         modules.append({"module": module, "compared": sum(key is not REFERENCE for key in prints),
-                        "baseline": baseline, "converged": baseline is not None and baseline >= CONVERGED,
-                        "listed": len(found)})
-        linked = {student: {student} for student in prints}
-        for pair in found:
-            group = linked[pair["keys"][0]] | linked[pair["keys"][1]]
-            for member in group:
-                linked[member] = group
-        for group in {id(g): g for g in linked.values() if len(g) > 1}.values():
-            members = sorted(group, key=lambda m: (m is REFERENCE, m or ""))
-            groups.append({"module": module, "members": [name_of(m) for m in members],
-                           "keys": [m for m in members if m is not REFERENCE], "with_reference": REFERENCE in group,
-                           "pairs": closest_pairs(group, [p for p in found if p["keys"][0] in group])})
+                        "baseline": baseline, "converged": converged, "listed": len(found)})
         pairs += found
-    groups.sort(key=lambda g: (g["with_reference"], -max(p["above"] for p in g["pairs"]), g["module"]))
-    for number, group in enumerate(groups, 1):
-        group["anchor"] = f"similar-{number}"
-    shown = 0
-    for pair in (pair for group in groups for pair in group["pairs"]):
-        if shown < SHOWN_SIDE_BY_SIDE:
-            pair["first_code"], pair["second_code"] = (
-                highlighted(text, own, slices) for text, own, slices in zip(pair["texts"], pair["own"], pair["slices"]))
-            shown += 1
+    groups = groups_of(pairs)
     for pair in pairs:
-        for internal in ("texts", "own", "slices"):
+        for internal in ("texts", "own", "slices", "prints"):
             del pair[internal]
     return {"pairs": sorted(pairs, key=lambda p: -p["above"]), "groups": groups, "modules": modules,
-            "threshold": threshold}
+            "threshold": threshold, "converged": CONVERGED}
+
+
+def groups_of(found: list[dict]) -> list[dict]:
+    """The groups of :func:`near_copies`, from the pairs that stand out in some module: one pair per two
+    students whatever the number of modules they share, its modules most similar first."""
+    by_pair: dict[tuple, dict] = {}
+    for pair in sorted(found, key=lambda p: (-p["similarity"], p["module"])):
+        keys = tuple(sorted(pair["keys"], key=lambda m: (m is REFERENCE, m or "")))
+        flip = keys != pair["keys"]
+        joined = by_pair.setdefault(keys, {"first": name_of(keys[0]), "second": name_of(keys[1]), "keys": keys,
+                                           "similarity": pair["similarity"], "above": pair["above"], "modules": []})
+        joined["above"] = max(joined["above"], pair["above"])
+        joined["modules"].append({"module": pair["module"], "similarity": pair["similarity"],
+                                  **{field: tuple(reversed(pair[field])) if flip else pair[field]
+                                     for field in ("texts", "own", "slices")}})
+    linked: dict = {}
+    for keys in by_pair:
+        group = linked.get(keys[0], {keys[0]}) | linked.get(keys[1], {keys[1]})
+        for member in group:
+            linked[member] = group
+    groups = []
+    for group in {id(g): g for g in linked.values()}.values():
+        members = sorted(group, key=lambda m: (m is REFERENCE, m or ""))
+        kept = closest_pairs(group, [p for keys, p in by_pair.items() if keys[0] in group])
+        groups.append({"members": [name_of(m) for m in members], "keys": [m for m in members if m is not REFERENCE],
+                       "with_reference": REFERENCE in group, "pairs": kept,
+                       "modules": sorted({m["module"] for p in kept for m in p["modules"]})})
+    groups.sort(key=lambda g: (g["with_reference"], -max(p["above"] for p in g["pairs"]), g["members"]))
+    shown = 0
+    for number, group in enumerate(groups, 1):
+        group["anchor"] = f"similar-{number}"
+        for module in (module for pair in group["pairs"] for module in pair["modules"]):
+            if shown < SHOWN_SIDE_BY_SIDE:
+                module["first_code"], module["second_code"] = (
+                    highlighted(text, own, slices)
+                    for text, own, slices in zip(module["texts"], module["own"], module["slices"]))
+                shown += 1
+    for module in (module for pair in by_pair.values() for module in pair["modules"]):
+        for internal in ("texts", "own", "slices"):
+            del module[internal]
+    return groups
