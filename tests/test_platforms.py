@@ -77,6 +77,22 @@ def test_the_bundle_holds_what_a_student_needs_and_no_secret(lab, lab_dist):
     assert "torch==2.13.0" in text
 
 
+def test_the_bundle_carries_the_release_date_and_the_same_kit_gives_the_same_bytes(tmp_path, monkeypatch):
+    """Every file of the bundle, in the zip and in its folder, is dated as the release (the last commit
+    of what it is made of; SOURCE_DATE_EPOCH when set), not 1980; building it again changes no byte."""
+    committed = int(subprocess.run(["git", "log", "-1", "--format=%ct", "--", str(LAB.release), "autograder", "deploy"],
+                                   cwd=KIT, capture_output=True, text=True, check=True).stdout)
+    first = student_bundle(LAB, tmp_path / "a")
+    with zipfile.ZipFile(first) as bundle:
+        assert {entry.date_time for entry in bundle.infolist()} == {time.gmtime(committed - committed % 2)[:6]}  # zip: 2 s
+    assert {int(p.stat().st_mtime) for p in (tmp_path / "a" / f"{LAB.name}-student").rglob("*") if p.is_file()} \
+        == {committed}
+    assert student_bundle(LAB, tmp_path / "b").read_bytes() == first.read_bytes()
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1790000000")  # 2026-09-21
+    with zipfile.ZipFile(student_bundle(LAB, tmp_path / "c")) as bundle:
+        assert bundle.infolist()[0].date_time == (2026, 9, 21, 14, 13, 20)
+
+
 def test_the_bundle_ships_only_what_a_student_runs_and_its_requirements_cover_it(lab, lab_dist):
     """No batch grading, reports, gradebook or release builder (their libraries are not a student's);
     every library the shipped harness imports is in the student's requirements."""

@@ -19,8 +19,11 @@ always does.
 from __future__ import annotations
 
 import ast
+import os
 import shutil
+import subprocess
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -31,7 +34,6 @@ from autograder.lab import DECLARATION, Lab
 DEPLOY = KIT_ROOT / "deploy"  # what the kit ships besides the lab and its harness
 DIST = KIT_ROOT / "dist"
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".ipynb_checkpoints", "gradebook.db")
-ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed, so the same kit gives the same bytes
 STUDENT_README = "README.student.md"  # in source/<lab>/: what the student's repository opens with
 
 
@@ -90,15 +92,35 @@ def copy_harness(into: Path, requirements: Path = KIT_ROOT / "requirements.txt",
     shutil.copy(KIT_ROOT / "nbgrader_config.py", into / "nbgrader_config.py")
 
 
-def zip_folder(folder: Path, archive: Path, prefix: str = "") -> Path:
-    """Zip ``folder``'s files under ``prefix``, sorted, with fixed dates and their permissions."""
+def release_date(lab: Lab) -> int:
+    """When the release was made (a Unix time), which every file of its bundles carries: a date that
+    says something (1980 read "modified 46 years ago" in JupyterLab) and the same for the same kit, so
+    the same kit gives the same bytes. ``SOURCE_DATE_EPOCH`` when set (reproducible builds' convention),
+    else the last commit of what the bundles are made of, else the newest of the release's files."""
+    if os.environ.get("SOURCE_DATE_EPOCH", "").isdigit():
+        return int(os.environ["SOURCE_DATE_EPOCH"])
+    try:
+        committed = subprocess.run(["git", "log", "-1", "--format=%ct", "--", str(lab.release), "autograder", "deploy"],
+                                   cwd=KIT_ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:  # no git: a kit unpacked from an archive
+        committed = ""
+    if committed.isdigit():
+        return int(committed)
+    return int(max(path.stat().st_mtime for path in lab.release.rglob("*") if path.is_file()))
+
+
+def zip_folder(folder: Path, archive: Path, date: int, prefix: str = "") -> Path:
+    """Zip ``folder``'s files under ``prefix``, sorted, with their permissions, each dated ``date`` (a
+    Unix time; the folder's files too)."""
     archive.parent.mkdir(parents=True, exist_ok=True)
+    stamp = max(time.gmtime(date)[:6], (1980, 1, 1, 0, 0, 0))  # the earliest date a zip can hold
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            entry = zipfile.ZipInfo(str(Path(prefix, path.relative_to(folder))), ZIP_DATE)
+            entry = zipfile.ZipInfo(str(Path(prefix, path.relative_to(folder))), stamp)
             entry.external_attr = (path.stat().st_mode & 0o777 | 0o100000) << 16
             entry.compress_type = zipfile.ZIP_DEFLATED
             bundle.writestr(entry, path.read_bytes())
+            os.utime(path, (date, date))
     return archive
 
 
@@ -116,8 +138,9 @@ def student_bundle(lab: Lab, dist: Path = DIST) -> Path:
     (root / ".github" / "workflows").mkdir(parents=True)
     shutil.copy(student / "ci" / "github-checks.yml", root / ".github" / "workflows" / "checks.yml")
     shutil.copy(student / "ci" / "gitlab-ci.yml", root / ".gitlab-ci.yml")
-    classroom50_autograder(lab, root, dist / f"{lab.name}-classroom50")
-    return zip_folder(root, dist / f"{lab.name}-student.zip", root.name)
+    archive = zip_folder(root, dist / f"{lab.name}-student.zip", release_date(lab), root.name)
+    classroom50_autograder(lab, root, dist / f"{lab.name}-classroom50")  # copied with the release's date
+    return archive
 
 
 def classroom50_autograder(lab: Lab, bundle: Path, target: Path) -> Path:
@@ -143,4 +166,4 @@ def gradescope_zip(lab: Lab, dist: Path = DIST) -> Path:
         copy_modules(lab.reference, root / lab.reference.relative_to(KIT_ROOT))
         for name in ("setup.sh", "run_autograder"):
             shutil.copy(DEPLOY / "gradescope" / name, root / name)
-        return zip_folder(root, dist / f"{lab.name}-gradescope.zip")
+        return zip_folder(root, dist / f"{lab.name}-gradescope.zip", release_date(lab))
