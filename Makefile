@@ -67,12 +67,12 @@ grade: $(RUN_READY)
 		$(if $(SHARD),--shard $(SHARD)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(STRIP_PREFIX),--strip-prefix $(STRIP_PREFIX)) \
 		$(CONFINEMENT_OPTION)
 
-## make verify [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [STUDENTS="a b"] [REPEAT=n]: grade the submissions behind OUT again
+## make verify [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [STUDENTS="a b"] [REPEAT=n] [STRIP_PREFIX=p]: grade the submissions behind OUT again
 ## and say, per student, whether today's grade is the recorded one (exit status 1 when one differs)
 verify: $(RUN_READY)
 	$(PY) -m autograder verify $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)) $(if $(OUT),--out $(OUT)) \
 		$(if $(STUDENTS),--students $(STUDENTS)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(JOBS),--jobs $(JOBS)) \
-		$(CONFINEMENT_OPTION)
+		$(if $(STRIP_PREFIX),--strip-prefix $(STRIP_PREFIX)) $(CONFINEMENT_OPTION)
 
 ## make grade-container [the variables of make grade] [IMAGE=name] [DRY_RUN=1]: make grade inside the kit's container
 ## (Docker or Podman), as root there: the whole sandbox on macOS, Windows or Linux without root (DRY_RUN=1 prints

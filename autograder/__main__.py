@@ -85,33 +85,38 @@ def main(argv: list[str] | None = None) -> int:
     cohort.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
     grade = command("grade", "grade every submission of a cohort, lab by lab, and write the reports",
                     parents=[limits, some_labs, cohort])
-    grade.add_argument("--jobs", type=int, default=JOBS, help=f"submissions graded in parallel (default: the number of "
-                       f"CPUs, {JOBS})")
+    grade.add_argument("--jobs", type=at_least_one, default=JOBS,
+                       help=f"submissions graded in parallel (default: the number of CPUs, {JOBS})")
     grade.add_argument("--force", action="store_true", help="grade again even what has not changed")
     grade.add_argument("--shard", type=shard_argument, help="i/N: grade only slice i of N of the cohort (each "
                        "student's slice follows from their folder's name), for `merge` to join")
     grade.add_argument("--strip-prefix", default="", help="a student folder named so is the student named by the "
                        "rest: <classroom>-<assignment>- for the clones `gh teacher download` writes (Classroom 50)")
-    grade.add_argument("--repeat", type=int, default=1, help="grade the cohort this many times (other job counts) and "
-                       "name in report.html the checks whose verdict changes between runs (default: 1)")
+    grade.add_argument("--repeat", type=at_least_one, default=1,
+                       help="grade the cohort this many times (other job counts) and name in report.html the checks "
+                            "whose verdict changes between runs (default: 1)")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
     verify = command("verify", "grade the submissions behind an output folder again and say, per student, whether "
                      "today's grade is the recorded one (and what differs)", parents=[limits, some_labs, cohort])
+    verify.add_argument("--strip-prefix", default="", help="as grade's: the prefix of the student folders' names")
     verify.add_argument("--students", nargs="+", help="only these students (default: every student of the folder)")
-    verify.add_argument("--repeat", type=int, default=1, help="grade them this many times (other job counts) and name "
-                        "the checks whose verdict changes between runs (default: 1)")
-    verify.add_argument("--jobs", type=int, default=JOBS, help=f"submissions graded in parallel (default: {JOBS})")
+    verify.add_argument("--repeat", type=at_least_one, default=1,
+                        help="grade them this many times (other job counts) and name the checks whose verdict "
+                             "changes between runs (default: 1)")
+    verify.add_argument("--jobs", type=at_least_one, default=JOBS,
+                        help=f"submissions graded in parallel (default: {JOBS})")
     merge = command("merge", "join the outputs of `grade --shard i/N` into one course, as one run over the whole "
                     "cohort writes it (reports, grades.csv, report.html with similarity across all shards)",
                     parents=[some_labs, cohort])
     merge.add_argument("shards", type=Path, nargs="+", help="the shards' --out folders, every slice once")
     bench = command("bench", "time the grader on each lab (copies of the reference, the demo cohort) against one "
                     "torch import, and print the figures", parents=[some_labs])
-    bench.add_argument("--copies", type=int, default=100, help="submissions per run: copies of the reference, and the "
-                       "demo cohort cycled to as many (default: 100)")
-    bench.add_argument("--jobs", type=int, default=JOBS,
+    bench.add_argument("--copies", type=at_least_one, default=100,
+                       help="submissions per run: copies of the reference, and the demo cohort cycled to as many "
+                            "(default: 100)")
+    bench.add_argument("--jobs", type=at_least_one, default=JOBS,
                        help=f"submissions graded in parallel (default: the number of CPUs, {JOBS})")
     bench.add_argument("--full-copies", type=int, default=20, help="copies graded again with replay off, to time "
                        "checks that do not replay (default: 20; 0 skips them)")
@@ -232,6 +237,17 @@ def shard_argument(text: str):
     return Shard.parse(text)
 
 
+def at_least_one(text: str) -> int:
+    """A count of runs or lanes: a whole number, 1 or more (0 runs would grade nothing and say all is well)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return count
+
+
 def submissions_folder(parser, options) -> Path:
     if not options.submissions.is_dir():
         parser.error(f"no submissions folder {options.submissions}")
@@ -279,7 +295,9 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
                             files_required=not options.no_confinement, repeat=options.repeat,
                             strip_prefix=options.strip_prefix)
     except (Unconfined, ForeignOutput, EnvironmentUnproven) as refused:
-        print(f"error: nothing graded: {refused}", file=sys.stderr)
+        graded = getattr(refused, "graded", ())
+        done = f"graded {', '.join(graded)} (reports in {out}), not the rest" if graded else "nothing graded"
+        print(f"error: {done}: {refused}", file=sys.stderr)
         return 2
     if not runs:
         no_lab_handed_in(parser, options, labs)
@@ -315,18 +333,21 @@ def verify_command(parser, options, labs: list[Lab]) -> int:
 
     submissions = submissions_folder(parser, options)
     out = options.out.resolve()
-    same = True
+    same, verified = True, 0
     for lab in labs_submitted(labs, submissions):
         if not (out / lab.name).is_dir():
             continue
+        verified += 1
         checked = verify(lab, submissions, out / lab.name, options.students, options.repeat, options.jobs,
-                         from_options(options), not options.no_confinement)
+                         from_options(options), not options.no_confinement, options.strip_prefix)
         for verdict in checked.verdicts:
             print(verdict.line(lab.name))
         for check, students in checked.unstable.items():
             print(f"{lab.name}: unstable: {check}: its verdict changed between the {options.repeat} runs for "
                   f"{', '.join(one_line(s) for s in students)}")
         same = same and checked.identical
+    if not verified:  # nothing recorded is nothing proven, not "identical"
+        parser.error(f"no grades of a lab handed in under {submissions} are recorded in {out}: nothing to verify")
     return 0 if same else 1
 
 

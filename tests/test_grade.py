@@ -177,7 +177,7 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     assert json.loads((batch.student_folder(out, "amy") / batch.FINGERPRINT).read_text()) == \
         {**now, "submission": json.loads((batch.student_folder(out, "amy") / "summary.json").read_text())[
             "provenance"]["submission"]}
-    for number, field in enumerate(("kit", "lab", "settings", "python", "torch", "packages")):
+    for number, field in enumerate(("kit", "lab", "settings", "python", "torch", "packages", "machine")):
         staged, _, why = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / f"staging{number}", out,
                                             False, {**now, field: "another"})
         assert ([s.student for s, *_ in staged], why) == (["amy", "bo"], {"amy": [field], "bo": [field]})
@@ -186,11 +186,28 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     # What the provenance is made of follows what it names.
     assert provenance.run_provenance(LAB, dataclasses.replace(DEFAULTS, call_timeout=3.0), True)["settings"] != \
         now["settings"] != provenance.run_provenance(LAB, DEFAULTS, False)["settings"]
-    assert (now["torch"], now["python"]) == (importlib.metadata.version("torch"), platform.python_version())
+    assert (now["torch"], now["python"], now["machine"]) == (importlib.metadata.version("torch"),
+                                                             platform.python_version(), platform.machine())
+    replayed_or_not = {**now, "replay": False}  # recorded, not a reason to grade again
+    staged, *_ = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / "staging-replay", out, False,
+                                    replayed_or_not)
+    assert staged == [] and provenance.run_provenance(LAB, DEFAULTS, True, replay=False)["replay"] is False
     kit = shutil.copytree(KIT / "autograder", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__"))
     digest = provenance.digest_files(kit)
+    (kit / ".ipynb_checkpoints").mkdir()  # what an editor or JupyterLab leaves beside the code changes nothing
+    for leftover in (".ipynb_checkpoints/text-checkpoint.py", "text.py~", ".text.py.swp", "text.py.orig"):
+        (kit / leftover).write_text("x = 1\n")
+    assert digest == provenance.digest_files(kit)
     (kit / "text.py").write_text((kit / "text.py").read_text() + "\n")
     assert digest == provenance.digest_files(KIT / "autograder") != provenance.digest_files(kit)
+    # A fingerprint that cannot be read is said so, not blamed on the kit.
+    stamp = batch.student_folder(out, "amy") / batch.FINGERPRINT
+    kept = stamp.read_text()
+    stamp.write_text("{damaged")
+    _, _, why = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / "staging-damaged", out, False, now)
+    assert provenance.why_again("attention", why) == ("attention: the record of what produced them (a .fingerprint "
+                                                      "missing or unreadable) changed since these grades: grading 1 again")
+    stamp.write_text(kept)
     # A real run under other limits grades both again and says so; a record of another format is graded again.
     stream = io.StringIO()
     limits = grade(LAB, cohort, out, jobs=1, stream=stream, limits=dataclasses.replace(DEFAULTS, call_timeout=9.0))
@@ -209,8 +226,11 @@ def test_an_output_folder_holds_one_cohorts_reports_and_nothing_else(tmp_path):
     out = tmp_path / "out"
     (out / "transformer" / "students" / "zoe").mkdir(parents=True)  # another cohort's lab, this cohort has none of
     (out / "transformer" / "report.html").write_text("another cohort")
-    batch.grade_course(LABS, reference_cohort(tmp_path / "term1"), out, jobs=1, stream=io.StringIO())
+    said = io.StringIO()
+    batch.grade_course(LABS, reference_cohort(tmp_path / "term1"), out, jobs=1, stream=said)
     assert sorted(p.name for p in out.iterdir()) == [".autograder-output", ".removed", "attention", "grades.csv"]
+    assert f"transformer: not handed in by this cohort: the reports of another cohort moved to {out}/.removed/" \
+        "transformer\n" in said.getvalue()
     [run] = batch.grade_course(LABS, reference_cohort(tmp_path / "term2", ("amy",)), out, jobs=1, stream=io.StringIO())
     assert run.removed == ["bo"] and [p.name for p in (out / "attention" / "students").iterdir()] == ["amy"]
     assert (out / ".removed" / "attention" / "bo" / "summary.json").is_file()  # inside OUT (a container mounts it alone)
@@ -264,6 +284,24 @@ def test_the_reference_solution_proves_the_environment_before_a_cohort_is_graded
     assert (out / batch.REFERENCE_PROOF).stat().st_mtime_ns == proof
 
 
+def test_a_later_lab_refused_says_which_labs_were_graded(tmp_path, monkeypatch):
+    """The transformer's proof fails after the attention lab was graded: the refusal carries what was
+    graded (the command says "graded attention ..., not the rest", not "nothing graded")."""
+    cohort = reference_cohort(tmp_path / "cohort", ("amy",))
+    shutil.copytree(SOLUTIONS.parent / "transformer", cohort / "amy" / "transformer",
+                    ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+
+    def grade_or_refuse(lab, *arguments, **options):
+        if lab.name == "transformer":
+            raise batch.EnvironmentUnproven("transformer: the reference solution gets 90/100 here")
+        return batch.CohortRun(lab.name, [], graded=0, skipped=0)
+
+    monkeypatch.setattr(batch, "grade", grade_or_refuse)
+    with pytest.raises(batch.EnvironmentUnproven) as refused:
+        batch.grade_course(LABS, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
+    assert refused.value.graded == ("attention",)
+
+
 # A check that passes and fails in turn (judge-side state: each run's fresh lanes evaluate it once more).
 FLAKY = """
 import os, pathlib
@@ -301,6 +339,31 @@ def test_a_grade_is_verified_later_and_a_flaky_check_is_named_unstable(tmp_path,
     assert list(repeated.unstable) == ["scores: test_query_scores_match_document"], repeated.unstable
     report = (tmp_path / "flaky-out" / "report.html").read_text()
     assert "Unstable checks" in report and "scores: test_query_scores_match_document</code>: amy" in report
+
+
+def test_a_count_of_runs_below_one_and_verifying_nothing_are_refused(tmp_path):
+    """--repeat 0 would grade nothing and --jobs 0 hang; verify on a folder with no grades has nothing to
+    prove: each is one line and exit status 2, not a silent success."""
+    for arguments in (["grade", "--repeat", "0"], ["grade", "--jobs", "-1"], ["verify", "--repeat", "x"]):
+        run = subprocess.run([sys.executable, "-m", "autograder", *arguments, "--out", str(tmp_path / "out")], cwd=KIT,
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and "is not a whole number of 1 or more" in run.stderr, run.stderr
+    run = subprocess.run([sys.executable, "-m", "autograder", "verify", "--out", str(tmp_path / "empty")], cwd=KIT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "nothing to verify" in run.stderr, run.stderr
+
+
+def test_verify_refuses_a_linked_folder_as_grading_does_and_reads_prefixed_folders(tmp_path):
+    """cy's attention/ is a link to the solutions: grading refuses it, and verifying must too (a copy of its
+    target would be graded 100 and called a difference); folders named as Classroom 50 clones them."""
+    cohort, out = tmp_path / "download", tmp_path / "out"
+    reference_cohort(cohort, ("ml-attention-amy",))
+    (cohort / "ml-attention-cy").mkdir()
+    (cohort / "ml-attention-cy" / "attention").symlink_to(SOLUTIONS)
+    grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), strip_prefix="ml-attention-")
+    checked = verify(LAB, cohort, out, strip_prefix="ml-attention-")
+    assert [v.line("attention") for v in checked.verdicts] == ["attention: amy: identical (100/100)",
+                                                               "attention: cy: identical (0/100)"]
 
 
 def test_classroom50_clones_are_graded_with_every_check_into_scores_to_enter(tmp_path):

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autograder.__main__ import main
-from autograder.batch.grade import REFERENCE_PROOF
+from autograder.batch.grade import FINGERPRINT, REFERENCE_PROOF
 from autograder.batch.shard import MergeError, Shard, merge, write_shard_file
 from conftest import DEMO, KIT, LAB, LABS
 
@@ -124,9 +124,10 @@ def test_any_number_of_shards_merges_into_the_same_course_even_over_an_old_one(c
     for count in (1, 3, 20):  # 20: most shards hold nobody
         merge(LABS, split(single, count, tmp_path / f"shards-{count}"), DEMO, out)
         assert_same_course(out, single)
-    (out / "attention" / "students" / "gone").mkdir()  # an earlier course's leftovers are replaced
-    merge(LABS, split(single, 2, tmp_path / "again"), DEMO, out)
-    assert_same_course(out, single)
+    (out / "attention" / "students" / "gone").mkdir()  # an earlier course's leftovers are set aside, as a run does
+    attention, _ = merge(LABS, split(single, 2, tmp_path / "again"), DEMO, out)
+    assert attention.removed == ["gone"] and (out / ".removed" / "attention" / "gone").is_dir()
+    assert "no longer in the submissions (gone)" in (out / "attention" / "report.html").read_text()
 
 
 @pytest.mark.slow
@@ -162,6 +163,11 @@ def test_a_merge_that_cannot_be_whole_writes_nothing_and_says_why(course, tmp_pa
     shutil.copytree(DEMO, cohort, symlinks=True, ignore=lambda folder, _: ["kai"] if Path(folder) == DEMO else [])
     (cohort / "eli" / "attention" / "softmax.py").write_text("# changed after grading\n")
     refused("attention: the shards graded other files.*'eli'", submissions=cohort)
+    other_limits = shutil.copytree(folders[1], tmp_path / "other-limits")  # one student graded under other limits
+    stamp = sorted((other_limits / "attention" / "students").iterdir())[0] / FINGERPRINT
+    stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "settings": "another"}))
+    refused(r"attention: shards 1/2 and 2/2 differ in what graded them \(the limits or options\)",
+            [folders[0], other_limits])
     holding_ben = folders[0 if Shard(1, 2).holds("ben") else 1]
     shutil.rmtree(holding_ben / "transformer" / "students" / "ben")
     refused("transformer: shard ./2 .* no readable report of 'ben'")

@@ -391,13 +391,17 @@ def set_aside(out: Path) -> Path:
     return out.parent / SET_ASIDE / out.name
 
 
+def former_students(out: Path, cohort: list[Submission]) -> list[str]:
+    """The students with reports in ``out`` who are no longer in the submissions."""
+    folder, current = out / STUDENTS, {submission.student for submission in cohort}
+    return sorted(path.name for path in folder.iterdir() if path.name not in current) if folder.is_dir() else []
+
+
 def remove_former_students(out: Path, cohort: list[Submission]) -> list[str]:
     """Move the reports of students no longer in the submissions out of ``out`` (to :func:`set_aside`), so
     every file under it is the current cohort's (an instructor who hands out ``students/`` sends no stale
     page); their names."""
-    folder = out / STUDENTS
-    current = {submission.student for submission in cohort}
-    gone = sorted(path.name for path in folder.iterdir() if path.name not in current) if folder.is_dir() else []
+    folder, gone = out / STUDENTS, former_students(out, cohort)
     for name in gone:
         target = set_aside(out) / name
         shutil.rmtree(target, ignore_errors=True)
@@ -444,7 +448,10 @@ def mark_output(out: Path) -> None:
 
 
 class EnvironmentUnproven(Exception):
-    """The lab's reference solution does not score full marks here: every student would lose the same points."""
+    """The lab's reference solution does not score full marks here: every student would lose the same points.
+    ``graded``: the labs of the course graded before this one was refused (:func:`grade_course`)."""
+
+    graded: tuple[str, ...] = ()
 
 
 def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging: Path) -> None:
@@ -463,7 +470,8 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
     failed = [] if run is None else [c for c in run.checks if not c.passed]
     if run is None or failed:
         versions = unpinned()
-        scored = ("could not be graded here (" + one_line(str(answer.get("error", "no results")))[:300] + ")"
+        # A traceback's last lines say what went wrong; its first only where it started.
+        scored = ("could not be graded here (" + one_line(str(answer.get("error", "no results")).strip())[-300:] + ")"
                   if run is None else
                   f"gets {sum(c.points for c in run.checks if c.passed):g}/{lab.max_points:g} here, failing "
                   + ", ".join(f"{c.name} ({c.part}: {one_line(c.message)[:120]})" for c in failed[:4])
@@ -500,7 +508,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
-        provenance = run_provenance(lab, limits, files_required)
+        provenance = run_provenance(lab, limits, files_required, replay)
         todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance)
         lanes = [Lane(lab, limits, replay, files_required) for _ in range(max(1, min(jobs, len(todo))))]
         # The first lane proves the environment, then grades (its replay warm); the others start meanwhile.
@@ -555,14 +563,21 @@ def grade_course(labs: list[Lab], submissions: Path, out: Path, shard: Shard | N
 
         refuse_unconfined()
     mark_output(out)
-    submitted = labs_submitted(labs, submissions)
-    runs = [grade(lab, submissions, out / lab.name, shard=shard, class_files=shard is None, **options)
-            for lab in submitted]
+    submitted, runs = labs_submitted(labs, submissions), []
+    for lab in submitted:
+        try:
+            runs.append(grade(lab, submissions, out / lab.name, shard=shard, class_files=shard is None, **options))
+        except EnvironmentUnproven as refused:  # said with what was graded before: not "nothing graded"
+            refused.graded = tuple(run.lab for run in runs)
+            raise
     if runs and shard is None:
         write_atomically(out / "grades.csv", course_csv(runs))
-        for lab in set(labs) - set(submitted):  # another cohort's lab: none of its reports is this cohort's
-            if (out / lab.name).is_dir():
-                shutil.rmtree(set_aside(out / lab.name), ignore_errors=True)
-                set_aside(out / lab.name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(out / lab.name, set_aside(out / lab.name))
+        for lab in sorted(set(labs) - set(submitted), key=lambda lab: lab.name):
+            if (out / lab.name).is_dir():  # another cohort's lab: none of its reports is this cohort's
+                aside = set_aside(out / lab.name)
+                shutil.rmtree(aside, ignore_errors=True)
+                aside.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(out / lab.name, aside)
+                print(f"{lab.name}: not handed in by this cohort: the reports of another cohort moved to {aside}",
+                      file=options.get("stream", sys.stderr))
     return runs

@@ -23,19 +23,29 @@ from autograder.limits import Limits
 # What each field is, in the words of the line that says why a run grades again.
 CHANGED = {"kit": "the kit's code", "lab": "the lab (checks, points, reference, known mistakes)",
            "settings": "the limits or options", "python": "Python", "torch": "torch", "packages": "the packages",
-           "submission": "the submission", "format": "the reports' format"}
+           "machine": "the processor's architecture",
+           "submission": "the submission", "format": "the reports' format",
+           "stamp": "the record of what produced them (a .fingerprint missing or unreadable)"}
 
 
 def digest_files(*folders: Path, also: tuple[Path, ...] = ()) -> str:
-    """One digest of every file under ``folders`` (names and bytes; caches left out) and of ``also``."""
+    """One digest of every file under ``folders`` (names and bytes) and of ``also``; caches, hidden files
+    and editors' backups left out (:func:`incidental`): a notebook's checkpoint is not a change of the kit."""
     digest = hashlib.sha256()
     for path in also:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     for folder in folders:
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
+            if path.is_file() and not incidental(path.relative_to(folder)):
                 digest.update(os.fsencode(path.relative_to(folder)) + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def incidental(path: Path) -> bool:
+    """A file no grade depends on: under ``__pycache__`` or a hidden folder (``.ipynb_checkpoints``,
+    ``.hypothesis``), hidden itself, or an editor's backup or swap file."""
+    return (any(part == "__pycache__" or part.startswith(".") for part in path.parts)
+            or path.name.endswith(("~", ".swp", ".swo", ".bak", ".orig", ".pyc")))
 
 
 def installed_pins() -> dict[str, str]:
@@ -59,16 +69,20 @@ def environment() -> dict:
     packages = sorted(f"{name}=={version}" for name, version in installed_pins().items())
     project = KIT_ROOT / "pyproject.toml"  # the kit's own checkout (not in the bundles, whose code digest says it)
     version = tomllib.loads(project.read_text())["project"]["version"] if project.is_file() else ""
+    # The architecture: float arithmetic (and torch's kernels) differ between x86-64 and arm64.
     return {"kit_version": version, "kit": digest_files(KIT_ROOT / "autograder"), "python": platform.python_version(),
+            "machine": platform.machine(),
             "torch": importlib.metadata.version("torch"),
             "packages": hashlib.sha256("\n".join(packages).encode()).hexdigest()}
 
 
-def run_provenance(lab: Lab, limits: Limits, files_required: bool) -> dict:
-    """What a run's grades of ``lab`` depend on besides each submission."""
+def run_provenance(lab: Lab, limits: Limits, files_required: bool, replay: bool = True) -> dict:
+    """What a run's grades of ``lab`` depend on besides each submission; ``replay`` is recorded, not compared
+    (a check passed by replay earns what running it earns: tests/test_replay.py), so turning it off for one
+    run grades nobody again."""
     settings = json.dumps({"limits": dataclasses.asdict(limits), "files_required": files_required}, sort_keys=True)
     return {**environment(), "lab": digest_files(lab.checks, lab.reference, also=(lab.source / DECLARATION,)),
-            "settings": hashlib.sha256(settings.encode()).hexdigest()}
+            "settings": hashlib.sha256(settings.encode()).hexdigest(), "replay": replay}
 
 
 def submission_digest(staged: Path, notes: list[str]) -> str:
@@ -91,9 +105,9 @@ def read_stamp(path: Path) -> dict | None:
 
 def changes(before: dict | None, now: dict) -> list[str]:
     """What differs between a grade's provenance and this run's, among the fields ``now`` holds, by field
-    name (``CHANGED``); a grade of an older kit, which recorded none, differs in the kit."""
+    name (``CHANGED``); a grade whose provenance cannot be read is said so ("stamp"), not blamed on the kit."""
     if before is None:
-        return ["kit"]
+        return ["stamp"]
     return [field for field in CHANGED if field in now and before.get(field) != now[field]]
 
 

@@ -22,8 +22,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.batch.grade import (REFERENCE_PROOF, claim_output, discover, labs_submitted, mark_output, stage_cohort,
-                                    student_folder, write_class_files)
+from autograder.batch.grade import (FINGERPRINT, REFERENCE_PROOF, Submission, claim_output, discover, former_students,
+                                    labs_submitted, mark_output, remove_former_students, stage_cohort, student_folder,
+                                    write_class_files)
+from autograder.batch.provenance import CHANGED, read_stamp
 from autograder.files import write_atomically
 from autograder.lab import Lab
 from autograder.reports.records import course_csv
@@ -109,10 +111,13 @@ def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Pa
     out.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-merging-"))
     try:
-        runs = [merge_lab(lab, shards, submissions, building / lab.name) for lab in lab_runs]
+        cohorts = {lab.name: discover(lab, submissions) for lab in lab_runs}
+        runs = [merge_lab(lab, shards, cohorts[lab.name], building / lab.name,
+                          former_students(out / lab.name, cohorts[lab.name])) for lab in lab_runs]
         write_atomically(building / "grades.csv", course_csv(runs))
         out.mkdir(exist_ok=True)
         for lab in lab_runs:
+            remove_former_students(out / lab.name, cohorts[lab.name])  # set aside, as a run does, not deleted
             shutil.rmtree(out / lab.name, ignore_errors=True)
             (building / lab.name).rename(out / lab.name)
         (building / "grades.csv").replace(out / "grades.csv")
@@ -122,21 +127,23 @@ def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Pa
     return runs
 
 
-def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: Path) -> CohortRun:
+def merge_lab(lab: Lab, shards: list[ShardOutput], cohort: list[Submission], lab_out: Path, removed: list[str]
+              ) -> CohortRun:
     """One lab's folder in ``lab_out``: every student's files from the shard holding them, then the
-    class files; MergeError when a shard did not grade the lab, lacks a student or graded other files."""
+    class files (``removed``: the students whose former reports the merge sets aside); MergeError when a
+    shard did not grade the lab, lacks a student, graded other files, or graded under another kit,
+    lab, limits or environment than the others."""
     from autograder.reports.similarity import similarity  # copydetect and numpy: a merge's alone, not a shard's
 
     for output in shards:
         if lab.name not in output.labs:
             raise MergeError(f"shard {output.shard} ({output.folder}) did not grade {lab.name} (it graded "
                              f"{', '.join(output.labs) or 'nothing'}): merge with the LAB= the shards had")
-    cohort = discover(lab, submissions)
     lab_out.mkdir(parents=True)
     proof = shards[0].folder / lab.name / REFERENCE_PROOF  # each shard proved it under the same provenance
     if proof.is_file():
         shutil.copy(proof, lab_out / REFERENCE_PROOF)
-    records = []
+    records, graded_under = [], {}  # graded_under: what produced each shard's grades, but the submission
     for submission in cohort:
         output = next(o for o in shards if o.shard.holds(submission.student))
         graded = student_folder(output.folder / lab.name, submission.student)
@@ -144,6 +151,14 @@ def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: P
         if record is None:
             raise MergeError(f"{lab.name}: shard {output.shard} ({output.folder}) has no readable report of "
                              f"{submission.student!r}: grade that shard again (it resumes where it stopped)")
+        stamp = {field: value for field, value in (read_stamp(graded / FINGERPRINT) or {}).items()
+                 if field != "submission"}
+        graded_under.setdefault(str(output.shard), stamp)
+        first_shard, first = next(iter(graded_under.items()))
+        if stamp != first:  # one run grades under one provenance: shards must too
+            fields = [CHANGED.get(f, f) for f in sorted(set(stamp) | set(first)) if stamp.get(f) != first.get(f)]
+            raise MergeError(f"{lab.name}: shards {first_shard} and {output.shard} differ in what graded them "
+                             f"({', '.join(fields)}): grade them again with one kit, the same limits and environment")
         shutil.copytree(graded, student_folder(lab_out, submission.student))
         records.append(record)
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
@@ -151,10 +166,10 @@ def merge_lab(lab: Lab, shards: list[ShardOutput], submissions: Path, lab_out: P
         # The submissions alone: each shard's own run judged the rest of what produced its grades.
         stale, staged_folders, _ = stage_cohort(lab, cohort, staging, lab_out, force=False, provenance={})
         if stale:
-            raise MergeError(f"{lab.name}: the shards graded other files than {submissions} holds now "
+            raise MergeError(f"{lab.name}: the shards graded other files than the submissions hold now "
                              f"({', '.join(repr(s.student) for s, _, _ in stale[:5])}"
                              f"{', ...' if len(stale) > 5 else ''}): grade their shards again")
-        write_class_files(lab, lab_out, records, similarity(lab, staged_folders))
+        write_class_files(lab, lab_out, records, similarity(lab, staged_folders), tuple(removed))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return CohortRun(lab.name, records, graded=0, skipped=len(cohort))
+    return CohortRun(lab.name, records, graded=0, skipped=len(cohort), removed=removed)

@@ -10,6 +10,7 @@ in other lanes, and the checks whose verdict changes between runs are named as u
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -71,18 +72,25 @@ class Verification:
 
 
 def verify(lab: Lab, submissions: Path, out: Path, students: list[str] | None = None, repeat: int = 1,
-           jobs: int = JOBS, limits: Limits = DEFAULTS, files_required: bool = True) -> Verification:
+           jobs: int = JOBS, limits: Limits = DEFAULTS, files_required: bool = True,
+           strip_prefix: str = "") -> Verification:
     """Grade again the submissions of ``students`` (default: every student ``out``, the lab's output folder,
-    holds) found in ``submissions``, ``repeat`` times, and compare each grade with the one ``out`` records."""
+    holds) found in ``submissions`` (its folders named as ``grade --strip-prefix`` read them), ``repeat``
+    times, and compare each grade with the one ``out`` records."""
     recorded_students = sorted(p.name for p in (out / "students").iterdir()) if (out / "students").is_dir() else []
     chosen = set(students) if students else set(recorded_students)
-    cohort = [s for s in discover(lab, submissions) if s.student in chosen]
+    cohort = [s for s in discover(lab, submissions, strip_prefix) if s.student in chosen]
     with tempfile.TemporaryDirectory(prefix="autograder-verify-") as folder:
         again, regraded = Path(folder) / "submitted", Path(folder) / "graded"
         for submission in cohort:  # only those chosen, as they are (links too: staging judges them)
             target = again / submission.student
             target.mkdir(parents=True)
-            if submission.folder.exists() or submission.folder.is_symlink():
+            if submission.folder.is_symlink() or submission.folder.parent.is_symlink():
+                # A lab folder that is a link is refused whatever it leads to: a link (not its target's copy) is
+                # refused again the same way.
+                (target / lab.name).symlink_to(os.readlink(submission.folder) if submission.folder.is_symlink()
+                                               else submission.folder)
+            elif submission.folder.exists():
                 shutil.copytree(submission.folder, target / lab.name, symlinks=True)
         regraded.mkdir()
         if (out / REFERENCE_PROOF).is_file():  # proven under the same provenance: not graded again
