@@ -277,6 +277,27 @@ def test_classroom50_result_is_whole_points_in_its_schema_and_the_release_says_t
     jsonschema.validate(json.loads((repo / "result.json").read_text()), CLASSROOM50_SCHEMA)
 
 
+def test_the_classroom50_autograder_lets_the_sandbox_have_user_namespaces_where_ubuntu_refuses_them(tmp_path):
+    """GitHub's ubuntu-24.04 runners refuse unprivileged user namespaces (AppArmor): autograder.py turns
+    that off with the runner's sudo, as the student workflow's step does; where it is off, it asks nothing."""
+    source = (KIT / "deploy" / "classroom50" / "autograder.py").read_text()
+    function = next(node for node in ast.parse(source).body
+                    if isinstance(node, ast.FunctionDef) and node.name == "allow_user_namespaces")
+    namespace = {"Path": Path, "shutil": shutil, "subprocess": subprocess}
+    exec(compile(ast.Module([function], []), "autograder.py", "exec"), namespace)
+    (tmp_path / "bin").mkdir()
+    sudo = tmp_path / "bin" / "sudo"
+    sudo.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {tmp_path / 'asked'}\n")
+    sudo.chmod(0o755)
+    switch = tmp_path / "apparmor_restrict_unprivileged_userns"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+        for value in ("0\n", "1\n"):
+            switch.write_text(value)
+            namespace["allow_user_namespaces"](switch)
+    assert (tmp_path / "asked").read_text() == "-n sysctl -w kernel.apparmor_restrict_unprivileged_userns=0\n"
+
+
 def test_the_classroom50_folder_holds_no_hidden_check_and_no_solution(lab, lab_dist):
     """The folder is published on Pages, readable by anyone with its URL, and read by the student's own job."""
     teacher = lab_dist["student"].parent / f"{lab.name}-classroom50"
