@@ -232,7 +232,7 @@ def start_zygote() -> None:
 
 
 def shard_argument(text: str):
-    from autograder.batch.shard import Shard  # only when asked: `check` must start fast
+    from autograder.batch.staging import Shard  # only when asked: `check` must start fast
 
     return Shard.parse(text)
 
@@ -278,7 +278,9 @@ def record_in_gradebook(options, labs: list[Lab], runs) -> bool:
 
 
 def grade_command(parser, options, labs: list[Lab]) -> int:
-    from autograder.batch.grade import EnvironmentUnproven, ForeignOutput, grade_course, labs_submitted, set_aside
+    from autograder.batch.grade import EnvironmentUnproven, grade_course
+    from autograder.batch.outputs import ForeignOutput, set_aside
+    from autograder.batch.staging import labs_submitted
     from autograder.harness.sandbox import Unconfined
 
     submissions = submissions_folder(parser, options)
@@ -328,7 +330,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
 
 
 def verify_command(parser, options, labs: list[Lab]) -> int:
-    from autograder.batch.grade import labs_submitted
+    from autograder.batch.staging import labs_submitted
     from autograder.batch.verify import verify
 
     submissions = submissions_folder(parser, options)
@@ -352,7 +354,7 @@ def verify_command(parser, options, labs: list[Lab]) -> int:
 
 
 def merge_command(parser, options, labs: list[Lab]) -> int:
-    from autograder.batch.grade import ForeignOutput
+    from autograder.batch.outputs import ForeignOutput
     from autograder.batch.shard import MergeError, merge
 
     submissions = submissions_folder(parser, options)

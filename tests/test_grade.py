@@ -16,11 +16,12 @@ import time
 import pytest
 
 from autograder.batch import grade as batch
-from autograder.batch import provenance
+from autograder.batch import outputs, pool, provenance, staging
 from autograder.batch.grade import grade
 from autograder.batch.verify import verify
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS
+from autograder.results import CohortRun
 from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -174,11 +175,11 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     assert (changed.graded, changed.skipped, changed.again) == (1, 1, "")  # a changed submission is no news
     # Each input of a grade in turn: both students are staged again, and the line names what changed.
     now = provenance.run_provenance(LAB, DEFAULTS, True)
-    assert json.loads((batch.student_folder(out, "amy") / batch.FINGERPRINT).read_text()) == \
-        {**now, "submission": json.loads((batch.student_folder(out, "amy") / "summary.json").read_text())[
+    assert json.loads((outputs.student_folder(out, "amy") / outputs.FINGERPRINT).read_text()) == \
+        {**now, "submission": json.loads((outputs.student_folder(out, "amy") / "summary.json").read_text())[
             "provenance"]["submission"]}
     for number, field in enumerate(("kit", "lab", "settings", "python", "torch", "packages", "machine")):
-        staged, _, why = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / f"staging{number}", out,
+        staged, _, why = staging.stage_cohort(LAB, staging.discover(LAB, cohort), tmp_path / f"staging{number}", out,
                                             False, {**now, field: "another"})
         assert ([s.student for s, *_ in staged], why) == (["amy", "bo"], {"amy": [field], "bo": [field]})
         assert provenance.why_again("attention", why) == \
@@ -189,7 +190,7 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     assert (now["torch"], now["python"], now["machine"]) == (importlib.metadata.version("torch"),
                                                              platform.python_version(), platform.machine())
     replayed_or_not = {**now, "replay": False}  # recorded, not a reason to grade again
-    staged, *_ = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / "staging-replay", out, False,
+    staged, *_ = staging.stage_cohort(LAB, staging.discover(LAB, cohort), tmp_path / "staging-replay", out, False,
                                     replayed_or_not)
     assert staged == [] and provenance.run_provenance(LAB, DEFAULTS, True, replay=False)["replay"] is False
     kit = shutil.copytree(KIT / "autograder", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__"))
@@ -201,10 +202,10 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     (kit / "text.py").write_text((kit / "text.py").read_text() + "\n")
     assert digest == provenance.digest_files(KIT / "autograder") != provenance.digest_files(kit)
     # A fingerprint that cannot be read is said so, not blamed on the kit.
-    stamp = batch.student_folder(out, "amy") / batch.FINGERPRINT
+    stamp = outputs.student_folder(out, "amy") / outputs.FINGERPRINT
     kept = stamp.read_text()
     stamp.write_text("{damaged")
-    _, _, why = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / "staging-damaged", out, False, now)
+    _, _, why = staging.stage_cohort(LAB, staging.discover(LAB, cohort), tmp_path / "staging-damaged", out, False, now)
     assert provenance.why_again("attention", why) == ("attention: the record of what produced them (a .fingerprint "
                                                       "missing or unreadable) changed since these grades: grading 1 again")
     stamp.write_text(kept)
@@ -213,12 +214,12 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     limits = grade(LAB, cohort, out, jobs=1, stream=stream, limits=dataclasses.replace(DEFAULTS, call_timeout=9.0))
     assert limits.graded == 2 and stream.getvalue().startswith(
         "attention: the limits or options changed since these grades: grading 2 again\n"), stream.getvalue()
-    record = batch.student_folder(out, "bo") / "summary.json"
+    record = outputs.student_folder(out, "bo") / "summary.json"
     record.write_text(json.dumps({**json.loads(record.read_text()), "format": 1}))
     older = grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), limits=dataclasses.replace(DEFAULTS, call_timeout=9.0))
     assert (older.graded, older.again) == (1, "attention: the reports' format changed since these grades: grading 1 again")
     # --force: everyone is staged to be graded again, whatever the reports say (what is staged is graded: above).
-    forced, *_ = batch.stage_cohort(LAB, batch.discover(LAB, cohort), tmp_path / "staging", out, True, now)
+    forced, *_ = staging.stage_cohort(LAB, staging.discover(LAB, cohort), tmp_path / "staging", out, True, now)
     assert [submission.student for submission, *_ in forced] == ["amy", "bo"]
 
 
@@ -240,16 +241,16 @@ def test_an_output_folder_holds_one_cohorts_reports_and_nothing_else(tmp_path):
     foreign = tmp_path / "thesis"
     foreign.mkdir()
     (foreign / "chapter1.tex").write_text("mine")
-    with pytest.raises(batch.ForeignOutput, match="holds files the kit did not write \\(chapter1.tex\\)"):
+    with pytest.raises(outputs.ForeignOutput, match="holds files the kit did not write \\(chapter1.tex\\)"):
         batch.grade_course(LABS, tmp_path / "term2", foreign, jobs=1, stream=io.StringIO())
     assert [p.name for p in foreign.iterdir()] == ["chapter1.tex"]
     # A folder of labs that is not the kit's outputs (the kit's own source/), an instructor's own grades.csv.
-    with pytest.raises(batch.ForeignOutput, match="attention/lab.toml"):
-        batch.claim_output(KIT / "source", LABS)
+    with pytest.raises(outputs.ForeignOutput, match="attention/lab.toml"):
+        outputs.claim_output(KIT / "source", LABS)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "grades.csv").write_text("name,final grade from the registrar\n")
-    with pytest.raises(batch.ForeignOutput, match="not the course's table"):
+    with pytest.raises(outputs.ForeignOutput, match="not the course's table"):
         batch.grade_course(LABS, tmp_path / "term2", mine, jobs=1, stream=io.StringIO())
 
 
@@ -275,13 +276,13 @@ def test_the_reference_solution_proves_the_environment_before_a_cohort_is_graded
     assert said.startswith("attention: the reference solution gets 98.5/100 here, failing test_query_scores_match_document "
                            "(scores: "), said
     assert "every student graded here would lose the same points. Found torch 2.11.0 (pinned 2.13.0)" in said, said
-    assert not (out / "students").exists() and not (out / batch.REFERENCE_PROOF).exists()
+    assert not (out / "students").exists() and not (out / outputs.REFERENCE_PROOF).exists()
     # In the right environment the proof is kept, and not made again under the same provenance.
     monkeypatch.setattr(Lab, "checks", real)
     grade(LAB, cohort, out, jobs=1, stream=io.StringIO())
-    proof = (out / batch.REFERENCE_PROOF).stat().st_mtime_ns
+    proof = (out / outputs.REFERENCE_PROOF).stat().st_mtime_ns
     grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), force=True)
-    assert (out / batch.REFERENCE_PROOF).stat().st_mtime_ns == proof
+    assert (out / outputs.REFERENCE_PROOF).stat().st_mtime_ns == proof
 
 
 def test_a_later_lab_refused_says_which_labs_were_graded(tmp_path, monkeypatch):
@@ -294,7 +295,7 @@ def test_a_later_lab_refused_says_which_labs_were_graded(tmp_path, monkeypatch):
     def grade_or_refuse(lab, *arguments, **options):
         if lab.name == "transformer":
             raise batch.EnvironmentUnproven("transformer: the reference solution gets 90/100 here")
-        return batch.CohortRun(lab.name, [], graded=0, skipped=0)
+        return CohortRun(lab.name, [], graded=0, skipped=0)
 
     monkeypatch.setattr(batch, "grade", grade_or_refuse)
     with pytest.raises(batch.EnvironmentUnproven) as refused:
@@ -394,7 +395,7 @@ def test_classroom50_clones_are_graded_with_every_check_into_scores_to_enter(tmp
 
 def test_progress_says_how_long_the_rest_should_take():
     stream = io.StringIO()
-    progress = batch.Progress("attention", 3, stream)
+    progress = pool.Progress("attention", 3, stream)
     progress.started -= 6  # two students took 6 s
     progress.step("amy", "graded")
     progress.step("bo", "graded")
@@ -523,14 +524,14 @@ def test_a_report_that_cannot_be_written_stops_only_its_student(tmp_path, monkey
     cohort = tmp_path / "cohort"
     for student in ("a_full_disk", "b_fine"):
         shutil.copytree(SOLUTIONS, cohort / student / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
-    write_student = batch.write_student
+    write_student = pool.write_student
 
-    def disk_full_for_one(lab, folder, record):
+    def disk_full_for_one(lab, folder, record, stamp):
         if record.student == "a_full_disk":
             raise OSError(28, "No space left on device")
-        write_student(lab, folder, record)
+        write_student(lab, folder, record, stamp)
 
-    monkeypatch.setattr(batch, "write_student", disk_full_for_one)
+    monkeypatch.setattr(pool, "write_student", disk_full_for_one)
     run = grade(LAB, cohort, tmp_path / "out", jobs=1, stream=io.StringIO())
     assert [r.student for r in run.records] == ["b_fine"]
     assert list(run.ungraded) == ["a_full_disk"] and run.ungraded["a_full_disk"].startswith("OSError")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.batch.grade import Submission, grade, stage
+from autograder.batch.grade import grade
+from autograder.batch.staging import Submission, stage
 from autograder.limits import DEFAULTS
 from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json

@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autograder.__main__ import main
-from autograder.batch.grade import FINGERPRINT, REFERENCE_PROOF
-from autograder.batch.shard import MergeError, Shard, merge, write_shard_file
+from autograder.batch.outputs import FINGERPRINT, REFERENCE_PROOF
+from autograder.batch.shard import MergeError, merge, write_shard_file
+from autograder.batch.staging import Shard
 from conftest import DEMO, KIT, LAB, LABS
 
 SLURM = KIT / "deploy" / "slurm"

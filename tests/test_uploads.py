@@ -16,7 +16,7 @@ import mistune
 import pytest
 
 from autograder.batch import upload
-from autograder.batch.grade import Submission, stage
+from autograder.batch.staging import Submission, stage
 from autograder.limits import DEFAULTS
 from autograder.platforms.gradescope import collect
 from conftest import LAB, RELEASE, SOLUTIONS

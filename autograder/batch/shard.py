@@ -13,48 +13,20 @@ grades.csv as one run over the whole cohort writes them. Nothing is graded again
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.batch.grade import (FINGERPRINT, REFERENCE_PROOF, Submission, claim_output, discover, former_students,
-                                    labs_submitted, mark_output, remove_former_students, stage_cohort, student_folder,
-                                    write_class_files)
+from autograder.batch.outputs import (FINGERPRINT, REFERENCE_PROOF, SHARD_FILE, claim_output, former_students,
+                                      mark_output, remove_former_students, student_folder, write_class_files,
+                                      write_course_table)
 from autograder.batch.provenance import CHANGED, read_stamp
+from autograder.batch.staging import Shard, Submission, discover, labs_submitted, stage_cohort
 from autograder.files import write_atomically
 from autograder.lab import Lab
-from autograder.reports.records import course_csv
 from autograder.results import CohortRun, read_record
-
-SHARD_FILE = "shard.json"  # <out>/shard.json: a shard's output, not a course's
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Slice ``index`` (from 1) of ``count``."""
-    index: int
-    count: int
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        """``"2/4"``; an argparse type, so a bad value is said in the command's words."""
-        found = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
-        if not found or not 1 <= int(found[1]) <= int(found[2]):
-            raise argparse.ArgumentTypeError(f"a shard is i/N with 1 <= i <= N, as 2/4; not {text!r}")
-        return cls(int(found[1]), int(found[2]))
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-    def holds(self, student: str) -> bool:
-        digest = hashlib.sha256(os.fsencode(student)).digest()
-        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
-
 
 def write_shard_file(out: Path, shard: Shard, labs: list[str]) -> None:
     """Written as the shard starts: a shard stopped halfway is still named, its missing students too."""
@@ -99,7 +71,7 @@ def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Pa
     """Join the shards' outputs into ``out``, as one run over ``submissions`` would have written it.
     All of it is built and checked in a folder beside ``out`` first: ``out`` gets it (each lab's
     folder and the course's grades.csv replaced, nothing else touched) only when every lab merged. Raises
-    :class:`autograder.batch.grade.ForeignOutput` where ``out`` holds something else than the kit's outputs."""
+    :class:`autograder.batch.outputs.ForeignOutput` where ``out`` holds something else than the kit's outputs."""
     out = out.resolve()
     shards = read_shards(shard_folders)
     if any(output.folder.resolve() == out for output in shards):
@@ -112,12 +84,13 @@ def merge(labs: list[Lab], shard_folders: list[Path], submissions: Path, out: Pa
     building = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-merging-"))
     try:
         cohorts = {lab.name: discover(lab, submissions) for lab in lab_runs}
+        current = {lab.name: {s.student for s in cohorts[lab.name]} for lab in lab_runs}
         runs = [merge_lab(lab, shards, cohorts[lab.name], building / lab.name,
-                          former_students(out / lab.name, cohorts[lab.name])) for lab in lab_runs]
-        write_atomically(building / "grades.csv", course_csv(runs))
+                          former_students(out / lab.name, current[lab.name])) for lab in lab_runs]
+        write_course_table(building, runs)
         out.mkdir(exist_ok=True)
         for lab in lab_runs:
-            remove_former_students(out / lab.name, cohorts[lab.name])  # set aside, as a run does, not deleted
+            remove_former_students(out / lab.name, current[lab.name])  # set aside, as a run does, not deleted
             shutil.rmtree(out / lab.name, ignore_errors=True)
             (building / lab.name).rename(out / lab.name)
         (building / "grades.csv").replace(out / "grades.csv")

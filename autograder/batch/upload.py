@@ -17,7 +17,8 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from autograder.batch.grade import EnvironmentUnproven, grade, student_folder
+from autograder.batch.grade import EnvironmentUnproven, grade
+from autograder.batch.outputs import student_folder
 from autograder.files import what_went_wrong, write_atomically
 from autograder.harness.sandbox import Unconfined
 from autograder.lab import find_lab

@@ -16,7 +16,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.batch.grade import REFERENCE_PROOF, discover, grade, student_folder
+from autograder.batch.grade import grade
+from autograder.batch.outputs import REFERENCE_PROOF, student_folder
+from autograder.batch.staging import discover
 from autograder.batch.provenance import CHANGED, changes
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, JOBS, Limits

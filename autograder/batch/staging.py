@@ -1,0 +1,191 @@
+"""Which submissions a run grades, and the copies it grades: each student's folder is *staged*, its
+regular files copied into a private folder named by its position in the cohort, never by the student's
+name (links that loop or leave the submission, entries that are not regular files, oversized,
+unreadable or unexpected files are left out and said so, in at most ``Limits.submission_notes`` notes).
+Nothing a student's folder holds stops the batch: a folder that cannot be staged fails that student
+alone. A student whose record already has this run's provenance is not graded again
+(:mod:`autograder.batch.provenance`).
+
+Layout in (nbgrader's): ``<submissions>/<student>/<lab>/``; a shard (:class:`Shard`) takes a slice of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.batch.outputs import FINGERPRINT, student_folder
+from autograder.batch.provenance import changes, read_stamp, submission_digest
+from autograder.files import what_went_wrong
+from autograder.lab import Lab
+from autograder.limits import DEFAULTS, amount
+from autograder.reports.records import EXTRA_FILE, bounded_notes
+from autograder.results import read_record
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Slice ``index`` (from 1) of ``count`` of a cohort: a student's slice follows from their folder's name
+    alone (a hash), so it is the same whatever else the cohort holds and whichever machine asks."""
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"2/4"``; an argparse type, so a bad value is said in the command's words."""
+        found = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if not found or not 1 <= int(found[1]) <= int(found[2]):
+            raise argparse.ArgumentTypeError(f"a shard is i/N with 1 <= i <= N, as 2/4; not {text!r}")
+        return cls(int(found[1]), int(found[2]))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, student: str) -> bool:
+        digest = hashlib.sha256(os.fsencode(student)).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+
+@dataclass
+class Submission:
+    student: str
+    folder: Path
+    # Why it cannot be graded at all: (what went wrong, where), as the status column groups them.
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    handed_in: bool = True  # False: no <lab>/ folder, or nothing of the lab in it
+    notes: list[str] = field(default_factory=list)  # what staging left out or noticed (notes column)
+
+
+def student_folders(submissions: Path) -> list[Path]:
+    return [entry for entry in sorted(submissions.iterdir()) if entry.is_dir() and not entry.name.startswith(".")]
+
+
+def discover(lab: Lab, submissions: Path, strip_prefix: str = "") -> list[Submission]:
+    """Every student folder, sorted; a student without ``<lab>/`` is still listed (and gets 0). With
+    ``strip_prefix``, a folder named so is the student named by the rest (Classroom 50's ``gh teacher
+    download`` clones each repository as ``<classroom>-<assignment>-<username>``)."""
+    return [Submission(entry.name.removeprefix(strip_prefix) or entry.name, entry / lab.name)
+            for entry in student_folders(submissions)]
+
+
+def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
+    """The labs some student of ``submissions`` handed in a folder for."""
+    folders = student_folders(submissions)
+    return [lab for lab in labs if any((entry / lab.name).exists() for entry in folders)]
+
+
+def stage(lab: Lab, submission: Submission, target: Path) -> None:
+    """Copy what may be graded into ``target``, a new folder; say what was left out and why: in
+    ``submission.notes``, one printable line per file, at most ``Limits.submission_notes`` of ``Limits.note_characters``
+    (the lab's modules first), then how many more. Raises only when the folder itself cannot be
+    listed; an entry that cannot be staged is left out with a note."""
+    target.mkdir(parents=True)
+    source = submission.folder
+    if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
+        submission.problems.append((f"{lab.name}/ is a link, not a folder of the submission", "not graded"))
+        return
+    if not source.is_dir():
+        submission.handed_in = False
+        return
+    real_root = source.resolve()
+    said = []  # (not one of the lab's modules, note)
+    for path in sorted(source.iterdir()):
+        why = stage_entry(lab, path, real_root, target)
+        if why:
+            said.append((path.name not in lab.modules, f"{path.name}: {why}"))
+    submission.notes += bounded_notes([note for _, note in sorted(said, key=lambda item: item[0])])
+    submission.handed_in = any(target.iterdir())  # an empty folder, or only files that are not the lab's
+
+
+# Why a link cannot be followed, by errno (stat's), in words a student understands.
+LINK_ERRORS = {errno.ELOOP: "a link that loops (following it never reaches a file)",
+               errno.ENOENT: "a link to nothing (its target does not exist)"}
+
+
+def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | None:
+    """Copy ``path``, an entry of a submission folder, into ``target`` if it may be graded; return
+    what to say about it (why it was left out, or what is odd about what was copied), or None."""
+    try:
+        status = path.lstat()
+        if stat.S_ISLNK(status.st_mode):
+            try:
+                status = path.stat()
+            except OSError as exc:
+                return LINK_ERRORS.get(exc.errno, f"a link that cannot be followed ({what_went_wrong(exc)})") + ", left out"
+            if not Path(os.path.realpath(path)).is_relative_to(real_root):
+                return "a link to a file outside the submission, left out"
+        if stat.S_ISDIR(status.st_mode):  # __pycache__/, tests/: skipped unless named as a module
+            return "a folder, not a file, left out" if lab.holds(path) else None
+        if not lab.holds(path):
+            return EXTRA_FILE
+        if not stat.S_ISREG(status.st_mode):
+            return "not a regular file (a FIFO, a socket or a device), left out"
+        if status.st_size > DEFAULTS.submission_file_bytes:
+            return f"too large (over {amount(DEFAULTS.submission_file_bytes, 'bytes')}), left out"
+        data = read_regular(path)
+    except OSError as exc:
+        return f"could not be read ({what_went_wrong(exc)}), left out"
+    if data is None:
+        return "changed while it was read, left out"
+    (target / path.name).write_bytes(data)
+    return unreadable(path.name, data)
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path``, or None if it is no longer a regular file of at most
+    ``Limits.submission_file_bytes`` (it may have changed since it was listed). Never blocks: a FIFO put in its
+    place opens at once and is refused unread."""
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return None
+        data = file.read(DEFAULTS.submission_file_bytes + 1)
+    return data if len(data) <= DEFAULTS.submission_file_bytes else None
+
+
+def unreadable(name: str, data: bytes) -> str | None:
+    """Why a staged file cannot be what it claims to be (it is still staged and graded as it is)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if name.endswith(".ipynb"):
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return f"not a valid notebook (invalid JSON: {exc})"
+    return None
+
+
+def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, force: bool, provenance: dict
+                 ) -> tuple[list[tuple[Submission, Path, dict]], dict[str, Path], dict[str, list[str]]]:
+    """Stage every submission into ``staging``; return those to grade, each with its staged folder and
+    the provenance its grade will have (not those whose record in ``out`` has it, unless ``force``), every
+    staged folder, and for each student graded before, what changed since (:func:`provenance.changes`)."""
+    todo, staged_folders, changed = [], {}, {}
+    for number, submission in enumerate(cohort):
+        staged = staged_folders[submission.student] = staging / str(number) / lab.name
+        try:
+            stage(lab, submission, staged)
+        except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
+            staged.mkdir(parents=True, exist_ok=True)
+            submission.problems.append(("error", f"{lab.name}/ could not be read ({what_went_wrong(exc)}): not graded"))
+        notes = [*(": ".join(problem) for problem in submission.problems), *submission.notes]
+        stamp = {**provenance, "submission": submission_digest(staged, notes)}
+        folder = student_folder(out, submission.student)
+        if not (folder / FINGERPRINT).is_file():
+            todo.append((submission, staged, stamp))
+            continue
+        # A record this kit cannot read (another format, or damaged) is graded again.
+        differs = changes(read_stamp(folder / FINGERPRINT), stamp) if read_record(folder) is not None else ["format"]
+        if differs:
+            changed[submission.student] = differs
+        if force or differs or not (folder / "results.json").is_file():
+            todo.append((submission, staged, stamp))
+    return todo, staged_folders, changed
