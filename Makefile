@@ -58,14 +58,14 @@ COHORT_OPTIONS := $(LAB_OPTION) $(if $(SUBMISSIONS),--submissions $(SUBMISSIONS)
 CONFINEMENT_OPTION := $(if $(NO_CONFINEMENT),--no-confinement)
 
 ## make grade [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [JOBS=n] [FORCE=1] [NBGRADER=1] [SHARD=i/N] [REPEAT=n] [STRIP_PREFIX=p]
-## [NO_CONFINEMENT=1]:
+## [DEBUG=1] [NO_CONFINEMENT=1]:
 ## grade a cohort, lab by lab, write the reports (NBGRADER=1 also records the points in nbgrader's gradebook; SHARD=i/N
-## grades slice i of N; REPEAT=n grades it n times and names the checks whose verdict changes; NO_CONFINEMENT=1 grades
-## where the sandbox cannot confine files, for code you trust)
+## grades slice i of N; REPEAT=n grades it n times and names the checks whose verdict changes; DEBUG=1 keeps each lane's
+## log in OUT/<lab>/.debug/; NO_CONFINEMENT=1 grades where the sandbox cannot confine files, for code you trust)
 grade: $(RUN_READY)
 	$(PY) -m autograder grade $(COHORT_OPTIONS) $(if $(JOBS),--jobs $(JOBS)) $(if $(FORCE),--force) \
 		$(if $(SHARD),--shard $(SHARD)) $(if $(REPEAT),--repeat $(REPEAT)) $(if $(STRIP_PREFIX),--strip-prefix $(STRIP_PREFIX)) \
-		$(CONFINEMENT_OPTION)
+		$(if $(DEBUG),--debug) $(CONFINEMENT_OPTION)
 
 ## make verify [LAB=name] [SUBMISSIONS=dir] [OUT=dir] [STUDENTS="a b"] [REPEAT=n] [STRIP_PREFIX=p]: grade the submissions behind OUT again
 ## and say, per student, whether today's grade is the recorded one (exit status 1 when one differs)

@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--repeat", type=at_least_one, default=1,
                        help="grade the cohort this many times (other job counts) and name in report.html the checks "
                             "whose verdict changes between runs (default: 1)")
+    grade.add_argument("--debug", action="store_true", help="keep each lane's log (its pytest output, timings, "
+                       "tracebacks) in <out>/<lab>/.debug/lane-<n>.log")
     grade.add_argument("--no-replay", action="store_true",
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
@@ -295,7 +297,7 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
         runs = grade_course(labs, submissions, out, jobs=options.jobs, force=options.force,
                             limits=from_options(options), replay=not options.no_replay, shard=options.shard,
                             files_required=not options.no_confinement, repeat=options.repeat,
-                            strip_prefix=options.strip_prefix)
+                            strip_prefix=options.strip_prefix, debug=options.debug)
     except (Unconfined, ForeignOutput, EnvironmentUnproven) as refused:
         graded = getattr(refused, "graded", ())
         done = f"graded {', '.join(graded)} (reports in {out}), not the rest" if graded else "nothing graded"

@@ -58,6 +58,7 @@ class Limits:
                                   "counted, not listed)")
     note_characters: int = limit(300, "", "characters of one such note")
     upload_unzipped_bytes: int = limit(20 * MIB, "bytes", "what a Gradescope upload's zips unpack to, together")
+    lane_log_bytes: int = limit(16 * MIB, "bytes", "one lane's log (make grade DEBUG=1; then it says it was cut)")
     upload_archives: int = limit(20, "", "zips opened in one upload")
     upload_nested_zips: int = limit(3, "", "levels of zips inside zips opened")
     upload_depth: int = limit(4, "", "folders deep the lab's files are looked for in an upload")

@@ -9,8 +9,10 @@ import os
 import platform
 import shutil
 import signal
+import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -18,9 +20,10 @@ import pytest
 from autograder.batch import grade as batch
 from autograder.batch import outputs, pool, provenance, staging
 from autograder.batch.grade import grade
+from autograder.batch.lane import Lane
 from autograder.batch.verify import verify
 from autograder.lab import Lab
-from autograder.limits import DEFAULTS
+from autograder.limits import DEFAULTS, amount
 from autograder.results import CohortRun
 from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table
 
@@ -365,6 +368,34 @@ def test_verify_refuses_a_linked_folder_as_grading_does_and_reads_prefixed_folde
     checked = verify(LAB, cohort, out, strip_prefix="ml-attention-")
     assert [v.line("attention") for v in checked.verdicts] == ["attention: amy: identical (100/100)",
                                                                "attention: cy: identical (0/100)"]
+
+
+def test_debug_keeps_each_lanes_log_bounded_and_a_dead_lane_says_where_to_look(tmp_path):
+    """make grade DEBUG=1: each lane's log holds every job's pytest output and timing (the reference's
+    proof first), cut at Limits.lane_log_bytes; without it, a lane that dies says how to keep one."""
+    cohort, out, said = reference_cohort(tmp_path / "cohort"), tmp_path / "out", io.StringIO()
+    grade(LAB, cohort, out, jobs=1, stream=said, debug=True)
+    log = (out / outputs.DEBUG_FOLDER / "lane-1.log").read_text()
+    assert f"attention: each lane's log goes to {out / outputs.DEBUG_FOLDER}/" in said.getvalue()
+    assert len(re.findall(r"^== .*: pytest exit code 0 after [0-9.]+ s$", log, re.MULTILINE)) == 3, log[:2000]
+    assert "Every check passed: 100 / 100." in log  # what pytest said
+    grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), debug=True, force=True,
+          limits=dataclasses.replace(DEFAULTS, lane_log_bytes=1500))  # a job's output is about 900 bytes
+    cut = (out / outputs.DEBUG_FOLDER / "lane-1.log").read_text()
+    assert len(cut.encode()) < 1500 and cut.endswith(f"[the log is cut here: over {amount(1500, 'bytes')}]\n")
+    lane = Lane(LAB, DEFAULTS)
+    staged = staging_copy(cohort / "amy" / "attention", tmp_path / "staged")
+    killer = threading.Timer(1.0, lambda: lane.proc.kill())
+    lane.start()
+    killer.start()
+    answer = lane.grade(staged, tmp_path / "raw.json")
+    lane.close()
+    assert answer == {"error": "the grading process stopped (make grade DEBUG=1 keeps each lane's log)"}
+
+
+def staging_copy(folder, target):
+    shutil.copytree(folder, target / "attention")
+    return target / "attention"
 
 
 def test_classroom50_clones_are_graded_with_every_check_into_scores_to_enter(tmp_path):

@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from autograder.batch.lane import Lane
-from autograder.batch.outputs import (REFERENCE_PROOF, claim_output, mark_output, remove_former_students, set_aside,
+from autograder.batch.outputs import (DEBUG_FOLDER, REFERENCE_PROOF, claim_output, mark_output, remove_former_students, set_aside,
                                       student_folder, write_class_files, write_course_table)
 from autograder.batch.pool import Progress, grade_in_lanes, regraded, unstable_checks
 from autograder.batch.provenance import read_stamp, run_provenance, why_again
@@ -105,8 +105,8 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True,
-          shard: Shard | None = None, files_required: bool = True, repeat: int = 1, strip_prefix: str = ""
-          ) -> CohortRun:
+          shard: Shard | None = None, files_required: bool = True, repeat: int = 1, strip_prefix: str = "",
+          debug: bool = False) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     run (every student's record, and who could not be graded). ``replay=False`` runs every check in
     full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only:
@@ -118,7 +118,8 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     Raises :class:`autograder.harness.sandbox.Unconfined` before anything is graded where this machine cannot
     confine student code's files, unless ``files_required`` is False (``--no-confinement``), and
     :class:`EnvironmentUnproven` where the lab's reference solution does not score full marks here
-    (:func:`prove_environment`)."""
+    (:func:`prove_environment`). ``debug`` keeps each lane's log in ``out/.debug/lane-<n>.log``
+    (:class:`autograder.batch.lane.Lane`)."""
     started = time.monotonic()
     if files_required:
         from autograder.harness.sandbox import refuse_unconfined  # 40 ms of imports, only where a cohort is graded
@@ -131,7 +132,11 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         provenance = run_provenance(lab, limits, files_required, replay)
         todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance)
-        lanes = [Lane(lab, limits, replay, files_required) for _ in range(max(1, min(jobs, len(todo))))]
+        if debug:
+            shutil.rmtree(out / DEBUG_FOLDER, ignore_errors=True)  # this run's logs only
+            print(f"{lab.name}: each lane's log goes to {out / DEBUG_FOLDER}/", file=stream, flush=True)
+        lanes = [Lane(lab, limits, replay, files_required, out / DEBUG_FOLDER / f"lane-{n}.log" if debug else None)
+                 for n in range(1, max(1, min(jobs, len(todo))) + 1)]
         # The first lane proves the environment, then grades (its replay warm); the others start meanwhile.
         starting = [threading.Thread(target=lane.start) for lane in lanes[1:]]
         for thread in starting:

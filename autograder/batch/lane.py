@@ -19,29 +19,50 @@ import resource
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
 from autograder.lab import Lab
-from autograder.limits import Limits, add_options, from_options
+from autograder.limits import Limits, add_options, amount, from_options
 
 
 class Lane:
     """The batch's side of one lane: starts the judge process (:func:`main`), sends it a job at a
-    time and reads its answer; restarts it if it ever stops."""
+    time and reads its answer; restarts it if it ever stops. With ``log``, the process's standard error
+    (each job's pytest output and timings, tracebacks, what its zygote said before it closed its streams)
+    goes there, up to ``Limits.lane_log_bytes``; without, nowhere."""
 
-    def __init__(self, lab: Lab, limits: Limits, replay: bool = True, files_required: bool = True):
-        self.lab, self.limits, self.replay, self.files_required = lab, limits, replay, files_required
+    def __init__(self, lab: Lab, limits: Limits, replay: bool = True, files_required: bool = True,
+                 log: Path | None = None):
+        self.lab, self.limits, self.replay, self.files_required, self.log = lab, limits, replay, files_required, log
         self.proc = None
+        self.logged = 0  # bytes of the log written: the bound holds across restarts
+        self.logging: threading.Thread | None = None
 
     def start(self):
         from autograder.harness.clean_start import start_clean
 
         self.proc = start_clean(
             "autograder.batch.lane", ["--checks", str(self.lab.checks), "--reference", str(self.lab.reference),
-                                      *self.limits.argv(), *judging_argv(self.replay, self.files_required)],
-            self.limits.judge_memory_bytes, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True)
+                                      *self.limits.argv(), *judging_argv(self.replay, self.files_required),
+                                      *(["--debug"] if self.log else [])],
+            self.limits.judge_memory_bytes, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if self.log else subprocess.DEVNULL, text=True)
+        if self.log:
+            self.logging = threading.Thread(target=self.keep_log, args=(self.proc.stderr,), daemon=True)
+            self.logging.start()
+
+    def keep_log(self, stderr) -> None:
+        """Copy the process's standard error into the log until it closes, at most ``lane_log_bytes``."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "a", encoding="utf-8", errors="replace") as log:
+            for line in stderr:
+                if self.logged < self.limits.lane_log_bytes:
+                    self.logged += len(line.encode())
+                    log.write(line if self.logged < self.limits.lane_log_bytes else
+                              f"[the log is cut here: over {amount(self.limits.lane_log_bytes, 'bytes')}]\n")
+                    log.flush()
 
     def grade(self, staged: Path, results: Path) -> dict:
         if self.proc is None or self.proc.poll() is not None:
@@ -57,7 +78,8 @@ class Lane:
             timer.cancel()
         if not line:
             self.proc = None
-            return {"error": "the grading process stopped"}
+            return {"error": "the grading process stopped" + ("" if self.log else
+                                                              " (make grade DEBUG=1 keeps each lane's log)")}
         return json.loads(line)
 
     def close(self):
@@ -67,6 +89,8 @@ class Lane:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        if self.logging is not None:
+            self.logging.join(10)  # the log whole when the run says where it is
 
 
 def judging_argv(replay: bool, files_required: bool) -> list[str]:
@@ -76,18 +100,21 @@ def judging_argv(replay: bool, files_required: bool) -> list[str]:
 
 # -- the lane's own process -----------------------------------------------------------------------
 def grade_one(job: dict, checks: str, reference: str | None, limits: Limits, replay: bool = True,
-              files_required: bool = True) -> dict:
+              files_required: bool = True, debug: bool = False) -> dict:
     import pytest  # the judge's side only: the batch that starts lanes never imports it
 
     from autograder.judge.plugin import UNCONFINED_EXIT, checks_command_line, refusal
 
-    log = io.StringIO()
+    started, log = time.monotonic(), io.StringIO()
     args = checks_command_line(checks, job["submission"], None, job["results"], reference)
     args += [*limits.argv(), *judging_argv(replay, files_required),
              # Plugins a batch does not need and that cost a lane time on every submission.
              "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings"]
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args)
+    if debug:  # the lane's log (Lane.keep_log): which job, what pytest said, how long it took
+        print(f"== {job['submission']}: pytest exit code {int(code)} after {time.monotonic() - started:.2f} s\n"
+              f"{log.getvalue()}", file=sys.stderr, flush=True)
     if code == UNCONFINED_EXIT:  # no student code ran: the batch refuses before grading (grade.refuse_unconfined)
         return {"error": refusal[-1]}
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
@@ -102,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     add_options(parser.add_argument)
     parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.judge.replay)")
     parser.add_argument("--no-confinement", action="store_true", help="grade where student code's files are not confined")
+    parser.add_argument("--debug", action="store_true", help="say each job's pytest output and timing on stderr")
     options = parser.parse_args(argv)
     limits = from_options(options)
     # The back-stop: what a submission makes the judge hold is bounded already (codec's frames, a
@@ -118,9 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         job = json.loads(line)
         try:
             answer = grade_one(job, options.checks, options.reference, limits, not options.no_replay,
-                               not options.no_confinement)
+                               not options.no_confinement, options.debug)
         except Exception:  # noqa: BLE001 - a judge-side failure is reported for this job, the lane goes on
             answer = {"error": traceback.format_exc()[-3000:]}
+            print(traceback.format_exc(), file=sys.stderr, flush=True)
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
     return 0

@@ -26,6 +26,7 @@ STUDENTS = "students"  # <out>/students/<student>/: one folder per student, apar
 REFERENCE_PROOF = ".reference-proof"  # <out>/<lab>/: the provenance under which the reference scored full marks
 SHARD_FILE = "shard.json"  # <out>/shard.json: a shard's output, not a course's
 COURSE_TABLE = "grades.csv"  # <out>/grades.csv: one row per student, one total per lab
+DEBUG_FOLDER = ".debug"  # <out>/<lab>/.debug/lane-<n>.log: each lane's log (make grade DEBUG=1)
 
 
 def student_folder(out: Path, student: str) -> Path:
@@ -110,7 +111,8 @@ def claim_output(out: Path, labs: list[Lab]) -> None:
     a folder per lab, deploy/slurm's ``shards/``), unless the kit marked it as its own (:func:`mark_output`)."""
     if out.is_dir() and not (out / OUTPUT_MARK).is_file():
         ours = {COURSE_TABLE, SHARD_FILE, "shards", SET_ASIDE, *(lab.name for lab in labs)}
-        lab_outputs = {STUDENTS, "grades.csv", "checks.csv", "report.html", REFERENCE_PROOF, "classroom50-overrides.csv"}
+        lab_outputs = {STUDENTS, "grades.csv", "checks.csv", "report.html", REFERENCE_PROOF, "classroom50-overrides.csv",
+                       DEBUG_FOLDER}
         foreign = sorted(path.name for path in out.iterdir() if path.name not in ours)
         # A lab's name is the kit's only where the folder holds only a lab's outputs (source/ holds labs too),
         # and a grades.csv only where it is the course's table (an instructor's own is not overwritten).
