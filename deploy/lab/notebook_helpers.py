@@ -58,7 +58,7 @@ def checks(part):
         return None
     if str(root) not in sys.path:
         sys.path.append(str(root))  # last: the student's modules and tests/ come first
-    ran = importlib.import_module("autograder.notebook").run_part(Path.cwd(), part)
+    ran = importlib.import_module("autograder.platforms.notebook").run_part(Path.cwd(), part)
     if ran.refused:
         print(f"{part}: the public checks did not run: {ran.refused}")
         return None
@@ -80,7 +80,7 @@ class PublicChecks:
     stubs fail; one line per check, then what ``make check`` says of each failing function."""
 
     part: str
-    ran: object  # autograder.notebook.PartChecks
+    ran: object  # autograder.platforms.notebook.PartChecks
     written: list
     stubs: dict
 
