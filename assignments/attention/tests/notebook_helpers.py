@@ -50,24 +50,24 @@ def attempt(label, run):
 
 def checks(part):
     """Run ``part``'s public checks on the modules beside the notebook, as ``make check PART=<part>`` runs
-    them, and show each one's ✓ or ✗ with the first failure of each function written."""
+    them, and show each one's ✓ or ✗ with the first failure of each function written (nothing returned: the
+    cell's last line, it would print again)."""
     root = next((folder for folder in (Path.cwd().parent, Path.cwd().parent.parent)  # where the lab's Makefile looks
                  if (folder / "autograder" / "__main__.py").is_file()), None)
     if root is None:
         print(f"{part}: the public checks are not here (no autograder/ one or two folders up): run make check")
-        return None
+        return
     if str(root) not in sys.path:
         sys.path.append(str(root))  # last: the student's modules and tests/ come first
     ran = importlib.import_module("autograder.platforms.notebook").run_part(Path.cwd(), part)
     if ran.refused:
         print(f"{part}: the public checks did not run: {ran.refused}")
-        return None
+        return
     written, stubs = ran.shown()
     if stubs and not written and not any(check.passed for check in ran.checks):
         print(f"{part}: not implemented yet: {counted(stubs)} (the public checks wait for them)")
-        return None
+        return
     display(PublicChecks(part, ran, written, stubs))
-    return ran
 
 
 def counted(stubs):
