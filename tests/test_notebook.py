@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autograder.judge.misconceptions import load_catalogue
-from conftest import executed_notebook, read_notebook
+from conftest import KIT, executed_notebook, grade, read_notebook
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -22,17 +22,20 @@ class Expected:
     questions: frozenset
     reads_figure: str   # the question that asks the student to read a picture
     mistake: str        # a known mistake the notebook shows as a red verdict with a picture
+    checked: str        # a known mistake only the public checks catch (edge cases: large inputs, other shapes)
+    edits: tuple = ()   # more to get wrong in its module, that no comparison runs: (old, new) pairs
 
 
 EXPECTED = {
     "attention": Expected("matches the document", 12, 5,  # simplified/projected, unmasked/causal, dropout, heads, §2
                           frozenset({"why_sqrt_dk", "why_minus_inf",
                                      "read_dropout_figure", "why_transpose_heads", "why_out_proj"}),
-                          "read_dropout_figure", "masking.tril_mask"),
+                          "read_dropout_figure", "masking.tril_mask", "softmax.no_max_shift",
+                          (("return weights @ inputs", "return weights.T @ inputs"),)),
     "transformer": Expected("matches PyTorch", 9, 5,  # x, LayerNorm yours/PyTorch, heads, decoder self and cross
                             frozenset({"why_post_norm", "read_head_figure", "why_causal_decoder",
                                        "why_cross_attention_queries"}),
-                            "read_head_figure", "attention.mask_polarity_flipped"),
+                            "read_head_figure", "attention.mask_polarity_flipped", "layernorm.eps_outside_sqrt"),
 }
 
 
@@ -47,13 +50,17 @@ class Run:
     text: str           # what the cells printed, and the plain-text form of what they displayed
     figures: int
     errors: list
-    verdicts: list      # (plain text, HTML) of each displayed verdict, in order
+    verdicts: list      # (plain text, HTML) of each displayed comparison's verdict, in order
     pictured: list      # the verdicts followed by a figure in the same cell's outputs
+    checks: dict        # {part: (plain text, HTML)}: what each section's public checks displayed
+
+
+CHECKS_HEAD = re.compile(r"([✓✗] )?public checks of (\w+): ")
 
 
 def execute(folder, name) -> Run:
     notebook = executed_notebook(folder / f"{name}.ipynb")
-    text, figures, errors, verdicts, pictured = "", 0, [], [], []
+    text, figures, errors, verdicts, pictured, checks = "", 0, [], [], [], {}
     for cell in (c for c in notebook.cells if c.cell_type == "code"):
         last_verdict = None
         for out in cell.get("outputs", []):
@@ -62,13 +69,20 @@ def execute(folder, name) -> Run:
             figures += "image/png" in data
             if out["output_type"] == "error":
                 errors.append(out["ename"])
-            if "text/html" in data and re.match("[✓✗] ", data.get("text/plain", "")):
+            if "text/html" in data and (head := CHECKS_HEAD.match(data.get("text/plain", ""))):
+                checks[head[2]] = (data["text/plain"], data["text/html"])
+            elif "text/html" in data and re.match("[✓✗] ", data.get("text/plain", "")):
                 last_verdict = (data["text/plain"], data["text/html"])
                 verdicts.append(last_verdict)
             elif "image/png" in data and last_verdict is not None:
                 pictured.append(last_verdict)
                 last_verdict = None
-    return Run(text, figures, errors, verdicts, pictured)
+    return Run(text, figures, errors, verdicts, pictured, checks)
+
+
+def failing(shown: str) -> set[str]:
+    """The checks a section's public checks list as failing."""
+    return set(re.findall(r"^  ✗ (\w+)$", shown, re.MULTILINE))
 
 
 def test_solution_notebook_matches_and_draws_its_figures(lab, expected):
@@ -79,13 +93,18 @@ def test_solution_notebook_matches_and_draws_its_figures(lab, expected):
     assert all(plain.startswith("✓ ") and expected.verdict in plain and "#1a7f37" in markup and "✓" in markup
                for plain, markup in run.verdicts), "a right result shows a green ✓ at a glance"
     assert run.figures == expected.figures
+    assert set(run.checks) == set(lab.part_ids), "every section ends with its part's public checks"
+    assert all(plain.startswith("✓ ") and failing(plain) == set() and "#1a7f37" in markup
+               for plain, markup in run.checks.values())
 
 
 def test_release_notebook_runs_to_the_end_on_stubs(lab, expected):
     run = execute(lab.release, lab.notebook)
     assert run.errors == []
     assert "not implemented yet" in run.text and expected.verdict not in run.text and run.verdicts == []
-    assert run.text.rstrip().endswith("not implemented yet (the notebook goes on without it)")
+    assert run.checks == {}  # a stub is neither ✓ nor ✗: it says so in one line, as make check does
+    assert all(f"{part}: not implemented yet: {part}." in run.text for part in lab.part_ids)
+    assert run.text.rstrip().endswith("(the public checks wait for them)")
 
 
 def test_opening_cell_holds_no_helper_code(lab):
@@ -118,8 +137,7 @@ def test_a_broken_module_stops_only_its_section_and_a_mistake_shows_red_with_a_p
     """A syntax error in the first part's module and a known mistake in another: the notebook runs to
     the end, the other sections still compare, and the mistake shows as a red ✗ followed by a picture
     of the student's values beside the expected ones."""
-    folder = tmp_path / lab.name
-    shutil.copytree(lab.reference, folder)
+    folder = kit_copy(lab, tmp_path)
     (folder / lab.parts[0].module).write_text("def broken(:\n", encoding="utf-8")
     part, _, name = expected.mistake.partition(".")
     mistake = next(m for m in load_catalogue(lab.checks)[part] if m.name == name)
@@ -132,6 +150,67 @@ def test_a_broken_module_stops_only_its_section_and_a_mistake_shows_red_with_a_p
     wrong = [(plain, markup) for plain, markup in run.verdicts if plain.startswith("✗ ")]
     assert wrong and all("does not match" in plain and "#cf222e" in markup for plain, markup in wrong)
     assert set(run.pictured) & set(wrong), "a wrong matrix is drawn beside the expected one"
+    for broken in (lab.parts[0].id, part):  # and their sections' public checks say ✗
+        assert run.checks[broken][0].startswith("✗ ") and failing(run.checks[broken][0])
+
+
+def kit_copy(lab, tmp_path):
+    """A copy of the reference lab folder with the kit's autograder/ beside it, as a student bundle lays them out."""
+    folder = tmp_path / lab.name
+    shutil.copytree(lab.reference, folder)
+    (tmp_path / "autograder").symlink_to(KIT / "autograder")
+    return folder
+
+
+def test_a_section_is_green_only_when_its_public_checks_pass(lab, expected, tmp_path):
+    """Issue 42: a softmax without the max shift and a context_vectors returning weights.T @ inputs got a ✓
+    from every comparison. A mistake only the public checks catch makes its section's checks ✗, listing
+    exactly the public checks make check fails on it; the other sections stay ✓."""
+    folder = kit_copy(lab, tmp_path)
+    part, _, name = expected.checked.partition(".")
+    module = folder / f"{part}.py"
+    text = next(m for m in load_catalogue(lab.checks)[part] if m.name == name).apply(module.read_text(encoding="utf-8"))
+    for old, new in expected.edits:
+        assert old in text
+        text = text.replace(old, new)
+    module.write_text(text, encoding="utf-8")
+    run = execute(folder, lab.notebook)
+    assert run.errors == []
+    assert all(plain.startswith("✓ ") for plain, _ in run.verdicts), "the gap: no comparison sees the mistake"
+    results = grade(folder, tmp_path / "results.json", part, lab)
+    failed = {check["check"] for check in results["checks"] if not check["hidden"] and not check["passed"]}
+    shown, markup = run.checks[part]
+    assert failed and failing(shown) == failed
+    assert shown.startswith("✗ ") and "#cf222e" in markup and "hint: " in shown
+    assert all(plain.startswith("✓ ") for other, (plain, _) in run.checks.items() if other != part)
+
+
+def test_picture_titles_never_overlap(monkeypatch):
+    """Issue 42: three panels' titles ran into each other ("...sqrt(2))expected (document 000..."). The
+    notebooks' longest titles, drawn: no panel's title, labels or ticks reach into another panel's."""
+    import itertools
+
+    import matplotlib
+    import torch
+    matplotlib.use("Agg")
+    monkeypatch.syspath_prepend(str(KIT / "deploy" / "lab"))
+    helpers = importlib.import_module("notebook_helpers")
+    figures = []
+    monkeypatch.setattr(helpers.plt, "show", lambda: figures.append(helpers.plt.gcf()))
+    tokens = ["Your", "journey", "starts", "with", "one", "step"]
+    helpers.heatmaps(("no mask: softmax(X Xᵀ / sqrt(2))", torch.rand(6, 6)),
+                     ("yours: causal_attention_weights", torch.rand(6, 6)),
+                     ('expected (document 000 ("The problem with modeling long sequences"), In [15])', torch.rand(6, 6)),
+                     rows=tokens, columns=tokens)
+    helpers.heatmaps(("yours: scaled_attention_weights(Q, K)", torch.rand(6, 6)),
+                     ("expected: softmax(Q Kᵀ / sqrt(d_k))", torch.rand(6, 6)), ("PyTorch's: each token mean 0, "
+                      "spread 1", torch.rand(7, 32)), ("x: each token its own offset and spread", torch.rand(7, 32)))
+    for figure in figures:
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        boxes = [axis.get_tightbbox(renderer) for axis in figure.axes if axis.get_visible()]  # the colour bar too
+        assert not [pair for pair in itertools.combinations(boxes, 2) if pair[0].overlaps(pair[1])]
+        helpers.plt.close(figure)
 
 
 def test_the_helpers_judge_odd_results_and_never_stop_the_notebook(monkeypatch, capsys):

@@ -38,12 +38,13 @@ STUDENT_README = "README.student.md"  # in source/<lab>/: what the student's rep
 
 
 # What a student's commands run: `make check` (the command line, the judge's plugin, the workers it
-# starts, the lab's checks) and the Classroom step. The student bundle ships these and what they import
-# when loaded, nothing else: no batch grading, reports, gradebook or release builder, whose libraries
-# (copydetect, nbgrader, SQLAlchemy) a student does not install.
+# starts, the lab's checks), the notebook's checks (platforms/notebook.py) and the Classroom step. The student
+# bundle ships these and what they import when loaded, nothing else: no batch grading, reports, gradebook or
+# release builder, whose libraries (copydetect, nbgrader, SQLAlchemy) a student does not install.
 PACKAGE = KIT_ROOT / "autograder"
 STUDENT_ENTRY_POINTS = [PACKAGE / "__main__.py", PACKAGE / "judge" / "plugin.py", PACKAGE / "platforms" / "ci.py",
-                        PACKAGE / "harness" / "zygote.py", PACKAGE / "harness" / "clean_start.py"]
+                        PACKAGE / "platforms" / "notebook.py", PACKAGE / "harness" / "zygote.py",
+                        PACKAGE / "harness" / "clean_start.py"]
 
 
 def module_file(dotted: str) -> Path | None:

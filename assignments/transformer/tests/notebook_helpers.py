@@ -5,24 +5,31 @@ notebook puts on its path. Each section loads its own module (``load``), runs th
 functions without ever stopping the notebook (``attempt``), says at a glance whether a result
 is right (``compare``: a green ✓ or a red ✗, and a picture of what differs), gives a layer known
 weights (``with_weights``) and draws matrices side by side on one colour scale (``heatmaps``).
+Each section ends with its part's public checks (``checks``), the ones ``make check`` runs: a
+section is green exactly when they pass.
 """
 
 import html
 import importlib
+import sys
+import textwrap
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-RIGHT, WRONG = "#1a7f37", "#cf222e"
+RIGHT, WRONG, PENDING = "#1a7f37", "#cf222e", "#57606a"
+TITLE_WIDTH = 34  # characters to a line of a picture's title
 
 
 def load(name):
-    """The student's module ``name``, or None with one line saying why, so that only its section stops."""
+    """The student's module ``name``, or None with one line saying why, so that only its section stops.
+    Read again from its file when a section runs again: what it compares is what its checks judge."""
     try:
-        return importlib.import_module(name)
+        return importlib.reload(sys.modules[name]) if name in sys.modules else importlib.import_module(name)
     except Exception as error:  # a syntax error or a failing import stops only the section that needs it
         # a SyntaxError's traceback ends in importlib, not in the student's file
         line = error.lineno if isinstance(error, SyntaxError) else traceback.extract_tb(error.__traceback__)[-1].lineno
@@ -39,6 +46,71 @@ def attempt(label, run):
     except Exception as error:  # a half-written function should not stop the notebook
         print(f"{label}: raised {type(error).__name__}: {error}")
     return None
+
+
+def checks(part):
+    """Run ``part``'s public checks on the modules beside the notebook, as ``make check PART=<part>`` runs
+    them, and show each one's ✓ or ✗ with the first failure of each function written (nothing returned: the
+    cell's last line, it would print again)."""
+    root = next((folder for folder in (Path.cwd().parent, Path.cwd().parent.parent)  # where the lab's Makefile looks
+                 if (folder / "autograder" / "__main__.py").is_file()), None)
+    if root is None:
+        print(f"{part}: the public checks are not here (no autograder/ one or two folders up): run make check")
+        return
+    if str(root) not in sys.path:
+        sys.path.append(str(root))  # last: the student's modules and tests/ come first
+    ran = importlib.import_module("autograder.platforms.notebook").run_part(Path.cwd(), part)
+    if ran.refused:
+        print(f"{part}: the public checks did not run: {ran.refused}")
+        return
+    written, stubs = ran.shown()
+    if stubs and not written and not any(check.passed for check in ran.checks):
+        print(f"{part}: not implemented yet: {counted(stubs)} (the public checks wait for them)")
+        return
+    display(PublicChecks(part, ran, written, stubs))
+
+
+def counted(stubs):
+    return ", ".join(f"{where} ({count} check{'s' * (count > 1)})" for where, count in stubs.items())
+
+
+@dataclass(frozen=True)
+class PublicChecks:
+    """A part's public checks: ✓ when all pass, ✗ when a written function fails, neither while only
+    stubs fail; one line per check, then what ``make check`` says of each failing function."""
+
+    part: str
+    ran: object  # autograder.platforms.notebook.PartChecks
+    written: list
+    stubs: dict
+
+    def lines(self):
+        checks = self.ran.checks
+        passed = sum(check.passed for check in checks)
+        mark = "✓ " if self.ran.passed else "✗ " if self.ran.written_fails else ""
+        head = f"{mark}public checks of {self.part}: {passed} of {len(checks)} pass (make check PART={self.part})"
+        rows = [f"{'✓' if check.passed else '✗'} {check.name}" for check in checks]
+        said = [(f"failing check {check.name}:\n" + "\n".join(check.message.strip().split("\n")[:8])  # as make check
+                 + (f"\nknown mistake: {check.diagnoses[0].title}" if check.diagnoses else "") + f"\nhint: {hint}")
+                for check, hint in self.written]
+        if self.stubs:
+            said.append(f"not implemented yet: {counted(self.stubs)}")
+        return head, rows, said
+
+    def __repr__(self):
+        head, rows, said = self.lines()
+        return "\n".join([head, *(f"  {row}" for row in rows), *said])
+
+    def _repr_html_(self):
+        head, rows, said = self.lines()
+        colour = RIGHT if self.ran.passed else WRONG if self.ran.written_fails else PENDING
+        items = "".join(f'<li style="color: {RIGHT if row.startswith("✓") else WRONG}">{html.escape(row)}</li>'
+                        for row in rows)
+        notes = "".join(f'<pre style="white-space: pre-wrap; margin: 4px 0">{html.escape(text)}</pre>' for text in said)
+        return (f'<div style="border-left: 6px solid {colour}; padding: 2px 10px; margin: 4px 0">'
+                f'<div style="color: {colour}; font-weight: 600">{html.escape(head)}</div>'
+                f'<ul style="list-style: none; padding-left: 8px; margin: 2px 0; font-size: 90%">{items}</ul>'
+                f'{notes}</div>')
 
 
 def with_weights(layer, state):
@@ -159,7 +231,9 @@ def heatmaps(*panels, rows=None, columns=None, xlabel="key (attended to)", ylabe
     for axis, (title, values) in zip(axes.flat, panels):
         image = axis.imshow(values.where(values.isfinite(), torch.nan), cmap="viridis", vmin=low, vmax=high,
                             aspect="auto")
-        axis.set_title(title, fontsize=10)
+        # Wrapped to the panel's width (4.2 in holds about 34 characters at 10 pt): a long title would run
+        # into its neighbour's; constrained layout makes room for its lines above the panel.
+        axis.set_title(textwrap.fill(title, TITLE_WIDTH), fontsize=10)
         axis.set_xlabel(xlabel)
         axis.set_ylabel(ylabel)
         if columns is not None and len(columns) == values.shape[-1]:
