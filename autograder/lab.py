@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.course import directory
+from autograder.limits import lab_limits
 
 DECLARATION = "lab.toml"
 
@@ -48,6 +49,12 @@ class Lab:
     name: str  # the folder's name: source/<name>/, submitted/<student>/<name>/
     title: str
     parts: tuple[Part, ...]
+    # ``[limits]``: the lab's own limits, within the kit's bounds, as (name, value) pairs (autograder.limits:
+    # Limits.for_lab); pairs, not a dict, so a lab stays hashable.
+    limits: tuple[tuple[str, float], ...] = ()
+    # ``allowed_imports``: modules its code may import beyond the kit's libraries, among those the kit lets a
+    # lab allow (autograder.judge.internals.LAB_MAY_ALLOW).
+    allowed_imports: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, folder: Path) -> Lab:
@@ -57,7 +64,9 @@ class Lab:
             declared = tomllib.loads(path.read_text(encoding="utf-8"))
             parts = tuple(Part(p["id"], float(p["weight"]), p.get("title", ""), tuple(p.get("uses", ())),
                                tuple(p.get("end_to_end", ())), p.get("stand_in", "")) for p in declared["parts"])
-            lab = cls(Path(folder).resolve().name, declared["title"], parts)
+            own_limits = tuple(sorted(lab_limits(declared.get("limits", {}), str(path)).items()))
+            lab = cls(Path(folder).resolve().name, declared["title"], parts, own_limits,
+                      frozenset(declared.get("allowed_imports", ())))
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise LabError(f"{path}: not a lab declaration ({type(exc).__name__}: {exc})") from exc
         unknown = {u for p in parts for u in p.uses} - set(lab.part_ids)

@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 GIB, MIB = 1024**3, 1024**2
 
 
-def limit(default: float, unit: str, meaning: str, option: str = "") -> float:
-    """A limit's declaration; ``option``: the command-line option that sets it (none: fixed)."""
-    return field(default=default, metadata={"unit": unit, "meaning": meaning, "option": option})
+def limit(default: float, unit: str, meaning: str, option: str = "", lab_max: float | None = None) -> float:
+    """A limit's declaration; ``option``: the command-line option that sets it (none: fixed); ``lab_max``:
+    a lab may set it in its ``lab.toml`` (``[limits]``), up to this (none: a lab may not)."""
+    return field(default=default, metadata={"unit": unit, "meaning": meaning, "option": option, "lab_max": lab_max})
 
 
 @dataclass(frozen=True)
 class Limits:
+    # A lab may need longer calls (a training loop): up to these, set in its lab.toml.
     call_timeout: float = limit(10.0, "s", "one call into student code (then it is interrupted and fails its check)",
-                                "--call-timeout")
+                                "--call-timeout", lab_max=120.0)
     module_budget: float = limit(60.0, "s", "all the calls into one module of a submission together (the "
-                                 "submission: the sum of its modules'), on the judge's clock", "--budget")
+                                 "submission: the sum of its modules'), on the judge's clock", "--budget",
+                                 lab_max=600.0)
     repeat_timeout: float = limit(2.0, "s", "a call of a function that timed out before (its quick calls answer at "
                                   "once, so one that hangs on many inputs cannot spend its module's budget)")
     stop_grace: float = limit(2.0, "s", "a worker that does not answer this long after its call's time-out is killed")
@@ -65,10 +69,28 @@ class Limits:
     judge_memory_bytes: int = limit(4 * GIB, "bytes", "a grading lane's own address space (the back-stop: what a "
                                     "submission makes it hold is bounded by the limits above)")
 
+    def for_lab(self, declared: Iterable[tuple[str, float]]) -> Limits:
+        """These limits with a lab's own (``lab.toml``'s ``[limits]``, checked by :func:`lab_limits`) where
+        they are still the kit's defaults: an option the instructor gave wins over the lab's value."""
+        return dataclasses.replace(self, **{name: value for name, value in declared
+                                            if getattr(self, name) == getattr(DEFAULTS, name)})
+
     def argv(self) -> list[str]:
         """The options that carry these limits to another process of the kit."""
         return [arg for f in dataclasses.fields(self) if f.metadata["option"]
                 for arg in (f.metadata["option"], repr(getattr(self, f.name)))]
+
+
+def lab_limits(declared: Mapping[str, object], where: str) -> dict[str, float]:
+    """A lab's ``[limits]``, checked against the kit's bounds (each limit's ``lab_max``); ``ValueError``
+    names what is wrong, in the lab author's words (``where``: the file)."""
+    bounds = {f.name: f.metadata["lab_max"] for f in dataclasses.fields(Limits) if f.metadata["lab_max"] is not None}
+    for name, value in declared.items():
+        if name not in bounds:
+            raise ValueError(f"{where}: [limits] {name}: a lab may set only {', '.join(sorted(bounds))}")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= bounds[name]:
+            raise ValueError(f"{where}: [limits] {name} = {value!r}: a number above 0 and at most {bounds[name]:g}")
+    return {name: float(value) for name, value in declared.items()}
 
 
 def settable() -> list[dataclasses.Field]:

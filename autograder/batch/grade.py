@@ -120,7 +120,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     :class:`EnvironmentUnproven` where the lab's reference solution does not score full marks here
     (:func:`prove_environment`). ``debug`` keeps each lane's log in ``out/.debug/lane-<n>.log``
     (:class:`autograder.batch.lane.Lane`)."""
-    started = time.monotonic()
+    started, limits = time.monotonic(), limits.for_lab(lab.limits)  # the lab's own, unless an option set them
     if files_required:
         from autograder.harness.sandbox import refuse_unconfined  # 40 ms of imports, only where a cohort is graded
 

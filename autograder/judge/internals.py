@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 import types
 import warnings
@@ -184,6 +185,42 @@ LIBRARIES: Mapping[str, Library] = {
     "sys": _library("sys", only={"stdout", "stderr", "float_info", "maxsize", "version_info", "exit"}),
 }
 
+# What a lab may allow beyond LIBRARIES (lab.toml's `allowed_imports`), and nothing else: a lab with a
+# training loop needs the optimisers. Allowing one makes it an attribute its parent module may lead to.
+# Each is read from the running torch only when a lab allows it (as _library reads every module).
+LAB_MAY_ALLOW = frozenset({"torch.optim", "torch.optim.lr_scheduler"})
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The modules one lab's submissions may import and use (:data:`LIBRARIES` and what the lab allows),
+    with what follows from them for names that may be modules."""
+
+    libraries: Mapping[str, Library]
+    perhaps_denied: frozenset[str]  # attribute names denied on some allowed module
+    submodule_names: frozenset[str]
+
+
+@functools.cache
+def rules_for(allowed: frozenset[str] = frozenset()) -> Rules:
+    """The rules of a lab that allows ``allowed`` (names of :data:`LAB_MAY_ALLOW`) beyond the kit's
+    libraries; ``ValueError`` for any other name, in the lab author's words."""
+    if allowed - LAB_MAY_ALLOW:
+        raise ValueError(f"allowed_imports: {', '.join(sorted(allowed - LAB_MAY_ALLOW))} cannot be allowed; a lab "
+                         f"may allow {', '.join(sorted(LAB_MAY_ALLOW))} (autograder/judge/internals.py: LAB_MAY_ALLOW)")
+    libraries = dict(LIBRARIES)
+    for name in sorted(allowed):  # a parent before its children: each child becomes its parent's submodule
+        libraries[name] = _library(name)
+        parent, _, child = name.rpartition(".")
+        if parent in libraries:
+            held = libraries[parent]
+            libraries[parent] = Library(held.submodules | {child}, held.denied - {child}, held.only)
+    return Rules(libraries,
+                 frozenset().union(*(library.denied for library in libraries.values()))
+                 | {"modules", "settrace", "setprofile", "exc_info", "meta_path", "path_hooks", "addaudithook"},
+                 frozenset().union(*(library.submodules for library in libraries.values())))
+
+
 # Attributes any object may have that lead to the interpreter's frames and code, to memory and
 # files below Python's objects, or to a compiler: no lab needs them, whatever they are read from.
 _FRAMES_AND_CODE = frozenset({
@@ -248,17 +285,18 @@ _CLASS_READERS = frozenset({"isinstance", "issubclass", "print", "str", "repr"})
 _RECEIVERS = frozenset({"self", "cls"})
 
 
-def scan(source: str | bytes, filename: str, own_modules: frozenset[str]) -> list[Reach]:
+def scan(source: str | bytes, filename: str, own_modules: frozenset[str], allowed: frozenset[str] = frozenset()
+         ) -> list[Reach]:
     """Every place where ``source`` (one module of a submission, named ``filename`` in the
     findings) reaches into interpreter, PyTorch or grader internals, by line. ``own_modules``
     are the lab's module names (``"blocks"``): they may be imported, and their private names
     used. Names imported from them are treated as possibly being modules (use
     :func:`scan_submission` to have them resolved). A module that does not parse gives no
     findings: its import fails, and that is reported elsewhere."""
-    return _scan(source, filename, frozenset(own_modules), None)
+    return _scan(source, filename, frozenset(own_modules), None, rules_for(frozenset(allowed)))
 
 
-def scan_submission(folder: Path, modules: Iterable[str]) -> list[Reach]:
+def scan_submission(folder: Path, modules: Iterable[str], allowed: frozenset[str] = frozenset()) -> list[Reach]:
     """:func:`scan` over the lab's module files (``modules``: ``"blocks.py"``, ...) present in
     ``folder``, each read as bytes and decoded as the import system will (a ``# coding:`` line is
     honoured: read as UTF-8, a UTF-7 file would hide what Python runs). A name one module imports
@@ -270,18 +308,18 @@ def scan_submission(folder: Path, modules: Iterable[str]) -> list[Reach]:
             sources[Path(name).stem] = (name, (Path(folder) / name).read_bytes())
         except OSError:
             continue
-    own = frozenset(Path(name).stem for name in modules)
+    own, rules = frozenset(Path(name).stem for name in modules), rules_for(frozenset(allowed))
     trees = {stem: tree for stem, (_, data) in sources.items() if isinstance(tree := _parse(data), ast.Module)}
     # What each module exports as a module, to a fixpoint (a module may pass on what it imported).
     exports: dict[str, dict[str, frozenset[_Module]]] = {stem: {} for stem in own}
     for _ in range(len(trees) + 1):
-        found = {stem: _Facts(tree, own, exports).exported() for stem, tree in trees.items()}
+        found = {stem: _Facts(tree, own, exports, rules).exported() for stem, tree in trees.items()}
         if all(found[stem] == exports[stem] for stem in trees):
             break
         exports.update(found)
     reaches = []
     for name, data in sources.values():
-        reaches += _scan(data, name, own, exports)
+        reaches += _scan(data, name, own, exports, rules)
     return reaches
 
 
@@ -325,10 +363,6 @@ class _Module:
 
 # A name imported from a lab module whose source was not scanned: it may be a module.
 _PERHAPS = _Module("?", own=True)
-# Attribute names that are denied on some allowed module, checked on a name that may be one.
-_PERHAPS_DENIED = (frozenset().union(*(library.denied for library in LIBRARIES.values()))
-                   | {"modules", "settrace", "setprofile", "exc_info", "meta_path", "path_hooks", "addaudithook"})
-_SUBMODULE_NAMES = frozenset().union(*(library.submodules for library in LIBRARIES.values()))
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
@@ -369,13 +403,13 @@ def _name_or_text(expr: ast.AST) -> str | None:
 
 
 def _scan(source: str | bytes, filename: str, own: frozenset[str],
-          exports: Mapping[str, Mapping[str, frozenset[_Module]]] | None) -> list[Reach]:
+          exports: Mapping[str, Mapping[str, frozenset[_Module]]] | None, rules: Rules) -> list[Reach]:
     tree = _parse(source.encode("utf-8") if isinstance(source, str) else source)
     if tree is None:
         return []
     if isinstance(tree, Reach):
         return [Reach(filename, tree.line, tree.what)]
-    return sorted({Reach(filename, line, what) for line, what in _Facts(tree, own, exports).reaches()})
+    return sorted({Reach(filename, line, what) for line, what in _Facts(tree, own, exports, rules).reaches()})
 
 
 def _is_dunder(name: str) -> bool:
@@ -420,8 +454,8 @@ class _Facts:
     """One module's tree, what its names are bound to, and the rules applied to it."""
 
     def __init__(self, tree: ast.Module, own: frozenset[str],
-                 exports: Mapping[str, Mapping[str, frozenset[_Module]]] | None):
-        self.tree, self.own, self.exports = tree, own, exports
+                 exports: Mapping[str, Mapping[str, frozenset[_Module]]] | None, rules: Rules):
+        self.tree, self.own, self.exports, self.rules = tree, own, exports, rules
         self.nodes = list(_walk(tree))
         self.parent = {id(node): parent for node, parent, _ in self.nodes}
         self.scope_of = {id(node): scope for node, _, scope in self.nodes}
@@ -505,12 +539,12 @@ class _Facts:
     def _step(self, module: _Module, attribute: str) -> frozenset[_Module]:
         """What ``module.attribute`` may be, as far as it is a module."""
         if module is _PERHAPS:
-            return frozenset({_PERHAPS}) if attribute in _SUBMODULE_NAMES else frozenset()
+            return frozenset({_PERHAPS}) if attribute in self.rules.submodule_names else frozenset()
         if module.own:
             if self.exports is None or module.name not in self.exports:
                 return frozenset({_PERHAPS})
             return frozenset(self.exports[module.name].get(attribute, frozenset()))
-        library = LIBRARIES.get(module.name)
+        library = self.rules.libraries.get(module.name)
         if library and attribute in library.submodules:
             return frozenset({_Module(f"{module.name}.{attribute}")})
         return frozenset()
@@ -633,7 +667,7 @@ class _Facts:
         return scope is self.tree and name in MODULE_DUNDERS
 
     def _allowed_module(self, name: str) -> bool:
-        return name in LIBRARIES or name in self.own
+        return name in self.rules.libraries or name in self.own
 
     def _import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -654,9 +688,9 @@ class _Facts:
                 self._found(node.lineno, f"imports * from {module} (names the check cannot see)")
             elif _is_dunder(name):
                 self._found(node.lineno, f"imports `{name}` from {module}")
-            elif module in LIBRARIES and name.startswith("_"):
+            elif module in self.rules.libraries and name.startswith("_"):
                 self._found(node.lineno, f"imports a private name `{name}` from {module}")
-            elif module in LIBRARIES and not LIBRARIES[module].allows(name):
+            elif module in self.rules.libraries and not self.rules.libraries[module].allows(name):
                 self._found(node.lineno, f"imports {name} from {module}")
 
     def _attribute(self, value: ast.AST | None, attribute: str, changes: bool, line: int) -> None:
@@ -671,10 +705,10 @@ class _Facts:
             self._found(line, f"reads `{attribute}` ({INTERPRETER_ATTRIBUTES[attribute]})")
         for target in targets:
             if target is _PERHAPS:
-                if attribute in _PERHAPS_DENIED:
+                if attribute in self.rules.perhaps_denied:
                     self._found(line, f"uses `{attribute}` of a name imported from a lab module (a module's internals)")
                 continue
-            library = LIBRARIES.get(target.name)
+            library = self.rules.libraries.get(target.name)
             if library and not attribute.startswith("_") and not library.allows(attribute):
                 self._found(line, f"uses {target.name}.{attribute}")
         if changes and (rooted := self._rooted(value)):

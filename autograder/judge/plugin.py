@@ -32,7 +32,7 @@ from autograder.harness.remote import RemoteCode, StandInCode, StudentError
 from autograder.harness.sandbox import Unconfined
 from autograder.judge.checks import CheckFailure
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence, stand_ins
-from autograder.judge.internals import scan_submission, submission_loads
+from autograder.judge.internals import rules_for, scan_submission, submission_loads
 from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
 from autograder.lab import Lab
@@ -118,6 +118,10 @@ def pytest_configure(config):
     refusal.clear()
     checks = Path(config.args[0]).resolve()
     lab = config.stash[LAB] = Lab.load((checks.parent if checks.is_file() else checks).parent)
+    try:
+        rules_for(lab.allowed_imports)  # a lab that allows what no lab may is refused before anything runs
+    except ValueError as refused:
+        raise pytest.UsageError(f"{lab.name}/lab.toml: {refused}") from None
     for part in lab.part_ids:
         config.addinivalue_line("markers", f"{part}: checks of the {part} part")
     config.addinivalue_line("markers", "hidden: a check students do not see (inside a HIDDEN TESTS fence)")
@@ -198,10 +202,11 @@ def student(request):
     """The submission under test, reached only through a worker process."""
     config = request.config
     root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
-    limits, lab = from_options(config.option), config.stash[LAB]
+    lab = config.stash[LAB]
+    limits = from_options(config.option).for_lab(lab.limits)
     # Read here, before any of it runs: code that reaches into internals could lift the rules the
     # worker enforces, so the calls those rules govern are refused (RemoteCode's `reaches`).
-    reaches = config.stash[REACHES] = scan_submission(Path(root), lab.modules)
+    reaches = config.stash[REACHES] = scan_submission(Path(root), lab.modules, lab.allowed_imports)
     # Every module its own budget, and the submission no more than all of them together, however
     # many names its code claims (the judge charges what it called: remote.Handle).
     proxy = RemoteCode(root, timeout=limits.call_timeout, confined=confined(config), budget=limits.module_budget,
