@@ -113,7 +113,7 @@ test-fast: $(DEV_READY)
 
 ## make check [LAB=name] [PART=part] [SUBMISSION=dir] [VERBOSE=1]: run the checks on a student's modules
 check: $(RUN_READY)
-	$(PY) -m autograder check $(LAB_OPTION) $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION)) \
+	@$(PY) -m autograder check $(LAB_OPTION) $(if $(PART),--part $(PART)) $(if $(SUBMISSION),--submission $(SUBMISSION)) \
 		$(if $(VERBOSE),--verbose) $(CONFINEMENT_OPTION)
 
 ## make new-lab LAB=name PARTS=a,b[,...] [TITLE="..."]: write source/<name>/, a lab that already grades (placeholders)

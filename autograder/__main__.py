@@ -6,13 +6,14 @@ are what the platforms call on their own machines, inside what ``student-bundle`
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from autograder.course import KIT_ROOT, directory, unpinned
 from autograder.lab import Lab, LabError, all_labs, find_lab
 from autograder.limits import JOBS, add_options, from_options
-from autograder.text import one_line
+from autograder.text import MAKE_ERROR_NOTE, one_line
 
 
 def default_submissions() -> Path:
@@ -207,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     args = checks_command_line(checks, submission.resolve(), options.part, options.results_json,
                                options.reference)
     # The points table and each unfinished part's first failure (the plugin prints them) are
-    # what a student needs; --verbose adds every failing check's message.
-    args += [*from_options(options).argv(), "--tb=short" if options.verbose else "--tb=no"]
+    # what a student needs; --verbose adds every failing check's message. Another -q drops pytest's
+    # "N failed in X s", which reads as a crash: the plugin's summary is the last word.
+    args += [*from_options(options).argv(), "--tb=short" if options.verbose else "--tb=no", "-q", "--progress"]
     if options.no_sandbox:
         args.append("--no-sandbox")
     if options.no_confinement:
@@ -222,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     code = int(pytest.main(args))
     if code == UNCONFINED_EXIT:  # a worker refused after all (the probe passed): say why, once
         print(f"error: nothing checked: {refusal[-1]}", file=sys.stderr)
+    if code == pytest.ExitCode.TESTS_FAILED and "MAKELEVEL" in os.environ:  # make's recipe: its "Error 1" follows
+        print(MAKE_ERROR_NOTE)
     return code
 
 

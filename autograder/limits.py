@@ -127,3 +127,6 @@ DEFAULTS = Limits()  # every limit at its declared default (the fixed ones hold 
 # make bench, grade()): lanes in parallel, one per CPU (a lane is one busy process at a time). A
 # Gradescope upload is a cohort of one: one lane.
 JOBS = os.cpu_count() or 1
+# Not a limit either: how often `make check` says a call into student code is still running (the first
+# time once it has run this long), so a hang is not a silent terminal.
+PROGRESS_SECONDS = 3.0

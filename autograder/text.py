@@ -45,6 +45,17 @@ def relation_sentence(relation: str) -> str:
     return f"\nSeen from the values: {relation}."
 
 
+def still_running(module: str, where: str, waited: float, timeout: float) -> str:
+    """What `make check` prints while a call into student code has not answered yet."""
+    return f"{module}.py still running ({where}), {waited:.0f} s of {timeout:g} s"
+
+
+# Under make, a failing check's exit status makes make end with its own "*** [...] Error 1" line, which GNU
+# make prints for any failing recipe (README: "make check's last lines").
+MAKE_ERROR_NOTE = 'Not every check passes yet: make reports that as "Error 1" below (a failing exit status, for ' \
+                  'scripts and CI); nothing crashed.'
+
+
 def one_line(text: str) -> str:
     """:func:`printable`, with line breaks and tabs escaped too (a progress line, a CSV status)."""
     return printable(text).replace("\n", "\\n").replace("\t", "\\t")

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from conftest import CHECKS, KIT, RELEASE, SOLUTIONS
+from autograder.authoring.bundle import student_bundle
+from autograder.text import MAKE_ERROR_NOTE
+from conftest import CHECKS, KIT, LAB, RELEASE, SOLUTIONS
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -16,6 +18,16 @@ pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make t
 def check(submission, *options):
     return subprocess.run([sys.executable, "-m", "autograder", "check", "--submission", str(submission), *options],
                           cwd=KIT, capture_output=True, text=True, timeout=600)
+
+
+# A student's terminal: not inside another make (whose variables would make this one a sub-make).
+TERMINAL = {name: value for name, value in os.environ.items() if name not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+MAKE_ERROR = re.compile(r"make: \*\*\* \[Makefile:\d+: check\] Error 1")
+
+
+def make_check(folder, *variables):
+    return subprocess.run(["make", "check", *variables], cwd=folder, capture_output=True, text=True, timeout=600,
+                          env=TERMINAL)
 
 
 def students_copy(tmp_path, modules=SOLUTIONS, **replacements):
@@ -30,10 +42,11 @@ def students_copy(tmp_path, modules=SOLUTIONS, **replacements):
 
 
 def test_make_check_in_the_release_prints_points_first_failure_and_hint():
-    run = subprocess.run(["make", "--no-print-directory", "-C", str(RELEASE), "check", "PART=softmax"],
-                         capture_output=True, text=True, timeout=600)
+    run = make_check(RELEASE, "PART=softmax")
     assert run.returncode != 0
     out = run.stdout
+    # One make's error line, not one per make (the lab folder's make runs the checks itself).
+    assert MAKE_ERROR.fullmatch(run.stderr.strip()) and out.rstrip().endswith(MAKE_ERROR_NOTE), run.stderr
     assert "part                points   checks passed" in out and "softmax           0 / " in out
     assert "softmax: failing check: test_" in out or "softmax: not implemented yet: " in out
     assert "not implemented yet: softmax." in out and "hint: softmax." in out
@@ -179,3 +192,45 @@ def test_make_check_shows_the_bug_just_written_before_the_stubs(tmp_path):
     assert "softmax: failing check: test_softmax_is_numerically_stable" in run.stdout, run.stdout[-3000:]
     assert run.stdout.count("not implemented yet") == 1 and "softmax.context_vector (7 checks)" in run.stdout
     assert "so far. Next: the first failure in softmax above" in run.stdout
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    """The student bundle's root (its Makefile and harness), its venv the kit's: a bundle set up as a student
+    does it is test_platforms'."""
+    student_bundle(LAB, tmp_path_factory.mktemp("dist"))
+    return next(tmp_path_factory.getbasetemp().glob(f"dist*/{LAB.name}-student"))
+
+
+def bundle_check(bundle, submission, *variables):
+    """The bundle's `make check` on ``submission``, run as a student's terminal runs it."""
+    return make_check(bundle, f"SUBMISSION={submission}", f"PY={sys.executable}", "READY=", *variables)
+
+
+def test_make_check_ends_with_its_summary_not_with_pytests_or_makes_noise(bundle, tmp_path):
+    """The last lines are the points and what to do next; pytest's "N failed in X s" is gone; make's own
+    "Error 1" line, which GNU make prints for any failing recipe, is said to be no crash just before it."""
+    wrong = students_copy(tmp_path, dropout=(SOLUTIONS / "dropout.py").read_text().replace("x / (1 - p)", "x"))
+    run = bundle_check(bundle, wrong)
+    assert run.returncode != 0
+    lines = run.stdout.rstrip().splitlines()
+    assert lines[-3] == "" and lines[-1] == MAKE_ERROR_NOTE, lines[-5:]
+    assert re.fullmatch(r"[\d.]+ / 84\.5 so far\. Next: the first failure in dropout above, then make check PART=dropout "
+                        r"again \(VERBOSE=1 shows every failing check\)\.", lines[-2]), lines[-5:]
+    assert "failed in" not in run.stdout + run.stderr
+    assert MAKE_ERROR.fullmatch(run.stderr.strip()), run.stderr  # make's line, once, and nothing else
+    done = bundle_check(bundle, students_copy(tmp_path / "done"))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.rstrip().splitlines()[-1] == "Every check passed: 84.5 / 84.5.", done.stdout[-1000:]
+    assert " passed in " not in done.stdout
+
+
+def test_a_hanging_call_says_it_is_still_running_while_make_check_waits(bundle, tmp_path):
+    endless = (SOLUTIONS / "scores.py").read_text().replace(
+        "    return torch.stack(scores)  # (T,)", "    while True:\n        pass")
+    run = bundle_check(bundle, students_copy(tmp_path, scores=endless), "PART=scores")
+    assert run.returncode != 0
+    said = re.findall(r"^scores\.py still running \(scores\.attention_scores_for_query\), (\d+) s of 10 s$", run.stdout,
+                      re.MULTILINE)
+    assert said == ["3", "6", "9"], run.stdout[-3000:]
+    assert "scores.attention_scores_for_query did not finish in 10 s" in run.stdout

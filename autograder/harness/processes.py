@@ -12,12 +12,13 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from autograder.harness import cgroup, sandbox
 from autograder.harness.codec import decode_frame, encode, read_frame_bytes
 from autograder.harness.zygote_client import Zygote, parent_of
-from autograder.limits import DEFAULTS
+from autograder.limits import DEFAULTS, PROGRESS_SECONDS
 from autograder.results import FailureKind
 
 
@@ -34,6 +35,23 @@ class OutputTail:
 
     def text(self) -> str:
         return self.data.decode("utf-8", "replace").strip()
+
+
+class Progress:
+    """Tells ``report`` every PROGRESS_SECONDS how many seconds an answer has been awaited."""
+
+    def __init__(self, report: Callable[[float], None]):
+        self.report, self.start = report, time.monotonic()
+        self.due = self.start + PROGRESS_SECONDS
+
+    def wait(self, left: float) -> float:
+        """How long to wait for the worker before the clock is looked at again (``left``: till its deadline)."""
+        now = time.monotonic()
+        if now >= self.due:
+            self.report(now - self.start)
+            while self.due <= now:
+                self.due += PROGRESS_SECONDS
+        return min(left, self.due - now)
 
 
 class WorkerProcess:
@@ -101,28 +119,29 @@ class WorkerProcess:
         """Do all its processes die with it (PID 1 of a namespace of its own)?"""
         return isinstance(self.report, dict) and sandbox.PID_NAMESPACE in self.report.get("enforced", [])
 
-    def exchange(self, frame: bytes, timeout: float) -> bytes:
+    def exchange(self, frame: bytes, timeout: float, progress: Callable[[float], None] | None = None) -> bytes:
         if self.cgroup is not None:
             self.cgroup.call_starts()
         self.sock.settimeout(timeout)
         self.sock.sendall(frame)
         self.sock.setblocking(False)
-        return self.receive(timeout)
+        return self.receive(timeout, progress)
 
-    def receive(self, timeout: float) -> bytes:
+    def receive(self, timeout: float, progress: Callable[[float], None] | None = None) -> bytes:
         """The next answer, undecoded; what the worker prints meanwhile is drained, so printing
-        never blocks it."""
+        never blocks it. ``progress`` hears, every PROGRESS_SECONDS, how long the answer has been awaited."""
         deadline = time.monotonic() + timeout
-        return read_frame_bytes(lambda n: self._read_exact(n, deadline))
+        waiting = Progress(progress) if progress else None
+        return read_frame_bytes(lambda n: self._read_exact(n, deadline, waiting))
 
-    def _read_exact(self, n: int, deadline: float) -> bytes:
+    def _read_exact(self, n: int, deadline: float, progress: Progress | None) -> bytes:
         chunks, remaining = [], n
         while remaining:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
             waiting = [self.sock] if self.output is None else [self.sock, self.output]
-            ready = select.select(waiting, [], [], left)[0]
+            ready = select.select(waiting, [], [], progress.wait(left) if progress else left)[0]
             if self.output in ready:
                 chunk = os.read(self.output, 1 << 16)
                 if chunk:

@@ -26,6 +26,7 @@ import hashlib
 import math
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from autograder.harness.processes import WorkerProcess
 from autograder.harness.zygote_client import Zygote
 from autograder.limits import DEFAULTS
 from autograder.results import Failure, FailureKind
-from autograder.text import printable
+from autograder.text import printable, still_running
 
 
 class StudentError(Exception):
@@ -85,6 +86,7 @@ class Shared:
     started: bool = False  # a worker was started (the first start waits for the zygote, uncharged)
     stand_ins: StandInCode | None = None  # the lab's public code that may answer for a failing sub-part
     stood_in: list = field(default_factory=list)  # the current check's: where a stand-in answered, and why
+    progress: Callable[[str], None] | None = None  # told, while a call has not answered, that it still runs
 
 
 @dataclass(frozen=True)
@@ -112,19 +114,21 @@ class RemoteCode:
     ``loads`` imports in a request no module of the submission outside them. ``memoize``
     keeps the answers of function calls (never of modules, which have state): for the reference
     solution, whose functions are pure and whose checks repeat the same derandomized calls for
-    every submission.
+    every submission. ``progress`` gets a line every few seconds while a call has not answered
+    (`make check`: a hang is not a silent terminal).
     """
 
     def __init__(self, root, timeout: float = DEFAULTS.call_timeout, confined: bool = False,
                  budget: float = DEFAULTS.module_budget,
                  memoize: bool = False, seed: int | None = None, total_budget: float = math.inf, reaches: tuple = (),
                  loads: dict[str, frozenset[str]] | None = None, stand_ins: StandInCode | None = None,
-                 _shared: Shared | None = None):
+                 progress: Callable[[str], None] | None = None, _shared: Shared | None = None):
         self.root = Path(root).resolve()
         self.timeout, self.confined, self.budget, self.total_budget = timeout, confined, budget, total_budget
         self._seed, self._streaming = seed, False
         self._shared = _shared if _shared is not None else Shared(
-            memo={} if memoize else None, reaches=tuple(reaches), loads=loads or {}, stand_ins=stand_ins)
+            memo={} if memoize else None, reaches=tuple(reaches), loads=loads or {}, stand_ins=stand_ins,
+            progress=progress)
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> RemoteModule:
@@ -329,8 +333,10 @@ class RemoteCode:
         started = time.monotonic()  # a worker's fork and sandbox are charged: restarts after crashes are bounded
         try:
             worker = self._shared.worker or self._start()
+            report = self._shared.progress
             # A repeat is not asked to stop at its shorter limit: it is stopped by the worker's end.
-            answer = worker.exchange(frame, min(timeout + (0 if repeat else DEFAULTS.stop_grace), left))
+            answer = worker.exchange(frame, min(timeout + (0 if repeat else DEFAULTS.stop_grace), left),
+                                     report and (lambda waited: report(still_running(module, where, waited, timeout))))
             self._shared.check_bytes += len(answer)
             if self._shared.check_bytes > DEFAULTS.check_bytes:  # what the judge would hold for one check
                 raise StudentError(FailureKind.TOO_LARGE, f"{where}: the answers of this check add up to more than "

@@ -104,6 +104,8 @@ def pytest_addoption(parser):
                     help="grade even where the sandbox cannot confine student code's files (for code you trust)")
     group.addoption("--no-replay", action="store_true",
                     help="run every check in full, even on answers an earlier passing run got (autograder.judge.replay)")
+    group.addoption("--progress", action="store_true",
+                    help="say on the terminal, every few seconds, which call into student code is still running")
 
 
 @pytest.hookimpl(tryfirst=True)  # before hypothesis's own plugin reads the option
@@ -211,12 +213,25 @@ def student(request):
     # many names its code claims (the judge charges what it called: remote.Handle).
     proxy = RemoteCode(root, timeout=limits.call_timeout, confined=confined(config), budget=limits.module_budget,
                        total_budget=limits.module_budget * len(lab.modules), reaches=tuple(reaches),
-                       loads=submission_loads(Path(root), lab.modules), stand_ins=stand_in_code(config))
+                       loads=submission_loads(Path(root), lab.modules), stand_ins=stand_in_code(config),
+                       progress=terminal_line(config) if config.getoption("progress") else None)
     yield proxy
     config.stash[SANDBOX] = proxy.sandbox
     proxy.close()
     if not config.stash.get(SEALED, False):
         config.stash[NOTES] = proxy.notes
+
+
+def terminal_line(config):
+    """Writes a line on the terminal while a check runs: past pytest's capture of the check's output,
+    on a line of its own beside the progress letters; never in the results."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    terminal = config.pluginmanager.getplugin("terminalreporter")
+
+    def write(line: str) -> None:
+        with capture.global_and_fixture_disabled():
+            terminal.write_line(line)
+    return write
 
 
 def stand_in_code(config) -> StandInCode | None:
@@ -511,11 +526,6 @@ class Scoreboard:
             for stood in stand_ins(part, row.checks):
                 write(printable(f"{part}: {stood['label']}: {stood['sentence']}"))
         write("")
-        if first_part is None:
-            write(f"Every check passed: {total(checks, earned=True):g} / {total(checks):g}.", green=True, bold=True)
-        else:
-            write(f"{total(checks, earned=True):g} / {total(checks):g} so far. Next: the first failure in {first_part} "
-                  f"above, then make check PART={first_part} again (VERBOSE=1 shows every failing check).", bold=True)
         for reach in self.config.stash.get(REACHES, [])[:5]:
             write(printable(f"not allowed: {reach.file} line {reach.line}: your code {reach.what}, reaching into internals "
                             "(the checks that forbid a library function or count calls give no points)"), red=True)
@@ -524,6 +534,12 @@ class Scoreboard:
             write("warning: student code ran without " + "; ".join(sandbox["missing"]), yellow=True)
         if files_unconfined(sandbox):
             write(UNCONFINED_WARNING, red=True)
+        # Last: what to do next is what a student reads first when the run ends.
+        if first_part is None:
+            write(f"Every check passed: {total(checks, earned=True):g} / {total(checks):g}.", green=True, bold=True)
+        else:
+            write(f"{total(checks, earned=True):g} / {total(checks):g} so far. Next: the first failure in {first_part} "
+                  f"above, then make check PART={first_part} again (VERBOSE=1 shows every failing check).", bold=True)
 
     def pytest_sessionfinish(self):
         out = self.config.getoption("results_json")
