@@ -161,7 +161,7 @@ def test_an_instructor_checks_one_upload_with_the_labs_public_checks():
 
 
 def test_an_argument_error_is_one_line_with_a_pointer_to_help():
-    for argv, said in ((["grade", "--jobs", "many"], "argument --jobs: invalid int value: 'many'"),
+    for argv, said in ((["grade", "--jobs", "many"], "argument --jobs: 'many' is not a whole number of 1 or more"),
                        (["grade", "--lab", "nosuch"], "no lab 'nosuch'")):
         run = subprocess.run([sys.executable, "-m", "autograder", *argv], cwd=KIT, capture_output=True, text=True,
                              timeout=120)
@@ -234,3 +234,13 @@ def test_a_hanging_call_says_it_is_still_running_while_make_check_waits(bundle, 
                       re.MULTILINE)
     assert said == ["3", "6", "9"], run.stdout[-3000:]
     assert "scores.attention_scores_for_query did not finish in 10 s" in run.stdout
+
+
+@pytest.mark.slow
+def test_one_judge_runs_under_a_debugger_as_documented():
+    """`python -m pdb -m autograder check ...` (the README's way to debug a judge): started under a wrapper,
+    the judge does not restart clean, so the debugger keeps it, and the checks run."""
+    run = subprocess.run([sys.executable, "-m", "pdb", "-m", "autograder", "check", "--submission",
+                          str(SOLUTIONS), "--part", "scores"], input="continue\nquit\n", cwd=KIT,
+                         capture_output=True, text=True, timeout=300)
+    assert "(Pdb)" in run.stdout and "Every check passed: 10 / 10." in run.stdout, run.stdout[-2000:]
