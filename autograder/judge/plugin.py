@@ -32,7 +32,8 @@ from autograder.harness.remote import RemoteCode, StandInCode, StudentError
 from autograder.harness.sandbox import Unconfined
 from autograder.judge.checks import CheckFailure
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence, stand_ins
-from autograder.judge.internals import rules_for, scan_submission, submission_loads
+from autograder.judge.internals import scan_submission, submission_loads
+from autograder.judge.reach_rules import rules_for
 from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
 from autograder.lab import Lab
