@@ -218,14 +218,14 @@ NAMED_LOOKUPS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
 
 # Dunder names: a class may define the usual protocol methods; a module may set its metadata;
 # code may read a name's or a docstring's text and call __init__ (super().__init__()).
-_OPERATORS = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+OPERATORS = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
               "lshift", "rshift")
 CLASS_DUNDERS = frozenset({
     "__init__", "__post_init__", "__repr__", "__str__", "__format__", "__call__", "__len__", "__iter__",
     "__next__", "__reversed__", "__contains__", "__getitem__", "__setitem__", "__delitem__", "__eq__",
     "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__", "__enter__", "__exit__",
     "__neg__", "__pos__", "__abs__", "__invert__", "__slots__", "__doc__",
-    *(f"__{prefix}{op}__" for op in _OPERATORS for prefix in ("", "r", "i")),
+    *(f"__{prefix}{op}__" for op in OPERATORS for prefix in ("", "r", "i")),
 })
 MODULE_DUNDERS = frozenset({"__all__", "__author__", "__version__", "__license__", "__copyright__",
                             "__email__", "__status__", "__credits__", "__maintainer__", "__date__", "__doc__"})
@@ -236,7 +236,7 @@ READABLE_DUNDER_ATTRIBUTES = frozenset({"__init__", "__name__", "__qualname__", 
 
 # Calls that give an nn.Module an attribute named by a string: they make a private name the
 # student's own as ``self._name = ...`` does.
-_REGISTERS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
+REGISTERS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
 # Built-ins that read an object's class without leading anywhere from it.
-_CLASS_READERS = frozenset({"isinstance", "issubclass", "print", "str", "repr"})
-_RECEIVERS = frozenset({"self", "cls"})
+CLASS_READERS = frozenset({"isinstance", "issubclass", "print", "str", "repr"})
+RECEIVERS = frozenset({"self", "cls"})
