@@ -46,7 +46,7 @@ def submission(checks: list[CheckResult], notes=()) -> SubmissionResult:
 
 
 def record(checks):
-    return submission([CheckResult("p", f"c{i}", 1.0, passed, hidden, failure=None if passed else Failure(kind))
+    return submission([CheckResult("p", f"c{i}", 1.0, passed, hidden, failure=None if passed else Failure(FailureKind(kind)))
                        for i, (hidden, passed, kind) in enumerate(checks)])
 
 

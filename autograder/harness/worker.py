@@ -47,12 +47,10 @@ Any request may carry ``"fresh": true`` (the first request of each check does): 
 first forgets the modules it built, so handle ids start again at 1 and do not depend on what
 earlier checks did.
 Answers: {"ok": value} or {"error": {"kind", "type", "message", "where", "trace", "file", "line",
-"phase"}}: what went wrong is in ``kind`` (``not_implemented``, ``exception``, ``memory``,
-``import``, ``missing``, ``timeout``, ``bad_value``, ``bad_request``), where it happened in
-``file`` and ``line`` (the submission's innermost frame; ``called_from``: its outermost, when in
-another file) and ``phase`` is ``import`` when it
-happened while a module was loading (a time-out then lists the files that never finished
-loading in ``loading``).
+"phase"}}: what went wrong is in ``kind`` (one a worker may name, :data:`autograder.kinds.KINDS`), where
+it happened in ``file`` and ``line`` (the submission's innermost frame; ``called_from``: its outermost,
+when in another file) and ``phase`` is ``import`` when it happened while a module was loading (a
+time-out then lists the files that never finished loading in ``loading``).
 """
 
 from __future__ import annotations
@@ -73,6 +71,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.harness.codec import CONTINUE_STREAM, CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
+from autograder.kinds import FailureKind
 from autograder.limits import DEFAULTS
 
 DEFAULT_SEED = 0
@@ -83,7 +82,7 @@ class RequestError(Exception):
     """A request the worker cannot serve (missing module or name, a module that does not import,
     bad handle, bad value); ``fields`` go into the error answer as they are."""
 
-    def __init__(self, kind: str, message: str, where: str = "", **fields):
+    def __init__(self, kind: FailureKind, message: str, where: str = "", **fields):
         super().__init__(message)
         self.kind, self.where, self.fields = kind, where, fields
 
@@ -321,7 +320,7 @@ class Worker:
         if name in self.broken_imports:
             raise self.broken_imports[name]
         if not os.path.isfile(os.path.join(self.root, name + ".py")):
-            raise RequestError("missing", f"{name}.py is missing from the submission", name, file=f"{name}.py")
+            raise RequestError(FailureKind.MISSING, f"{name}.py is missing from the submission", name, file=f"{name}.py")
         try:
             return importlib.import_module(name)
         except (CallTimeout, ImportRefused):
@@ -330,7 +329,7 @@ class Worker:
             file, line = failing_line(exc, self.root)
             place = f" (at {file} line {line})" if line else ""
             self.broken_imports[name] = RequestError(
-                "import", f"{name}.py could not be imported: {describe_exception(exc, bool(line))}{place}", name,
+                FailureKind.IMPORT, f"{name}.py could not be imported: {describe_exception(exc, bool(line))}{place}", name,
                 file=file or f"{name}.py", line=line, type=type(exc).__name__, phase="import")
             raise self.broken_imports[name] from None
 
@@ -338,14 +337,14 @@ class Worker:
         module_name, _, attr = str(target).partition(".")
         module = self.module(module_name)
         if not attr or not hasattr(module, attr):
-            raise RequestError("missing", f"{module_name}.py defines no `{attr}`", target)
+            raise RequestError(FailureKind.MISSING, f"{module_name}.py defines no `{attr}`", target)
         return getattr(module, attr)
 
     def handle(self, handle_id) -> torch.nn.Module:
         try:
             return self.handles[int(handle_id)]
         except (KeyError, TypeError, ValueError):
-            raise RequestError("bad_request", f"no object with handle {handle_id!r} (was the worker restarted?)") from None
+            raise RequestError(FailureKind.BAD_REQUEST, f"no object with handle {handle_id!r} (was the worker restarted?)") from None
 
     # -- values ---------------------------------------------------------------------------
     def materialise(self, value):
@@ -412,11 +411,11 @@ class Worker:
             return self.publish(self.method(self.handle(request["handle"]), request.get("name"), args, kwargs))
         if op == "grad":
             return self.grad(request, args, kwargs)
-        raise RequestError("bad_request", f"unknown operation {op!r}")
+        raise RequestError(FailureKind.BAD_REQUEST, f"unknown operation {op!r}")
 
     def method(self, module: torch.nn.Module, name, args, kwargs):
         if name not in METHODS:
-            raise RequestError("bad_request", f"method {name!r} is not available")
+            raise RequestError(FailureKind.BAD_REQUEST, f"method {name!r} is not available")
         if name == "forward":
             return module(*args, **kwargs)
         if name == "train":
@@ -447,7 +446,7 @@ class Worker:
             out = self.resolve(request["target"])(*passed, **kwargs)
             params = {}
         if not isinstance(out, torch.Tensor):
-            raise RequestError("exception", f"expected a tensor to backpropagate through, got {type(out).__name__}")
+            raise RequestError(FailureKind.EXCEPTION, f"expected a tensor to backpropagate through, got {type(out).__name__}")
         upstream = request.get("upstream")
         if not out.requires_grad:
             return {"output": out, "inputs": [None] * len(inputs), "parameters": {k: None for k in params}}
@@ -463,7 +462,7 @@ def submodule(module: torch.nn.Module, name: str) -> torch.nn.Module:
     try:
         return module.get_submodule(name)
     except AttributeError as exc:
-        raise RequestError("missing", f"no submodule {name!r}: {exc}") from None
+        raise RequestError(FailureKind.MISSING, f"no submodule {name!r}: {exc}") from None
 
 
 class StandIns:
@@ -631,7 +630,7 @@ def failing_line(exc: BaseException, root: str) -> tuple[str, int]:
 
 def error_answer(exc: BaseException, request: dict, root: str, timeout: float) -> dict:
     where = str(request.get("target") or request.get("name") or "")
-    answer = {"kind": "exception", "type": type(exc).__name__, "message": describe_exception(exc), "where": where,
+    answer = {"kind": FailureKind.EXCEPTION, "type": type(exc).__name__, "message": describe_exception(exc), "where": where,
               "trace": "", "file": "", "line": 0, "phase": ""}
     if isinstance(exc, RequestError):
         return {**answer, "type": "", "kind": exc.kind, "message": str(exc), "where": exc.where or where, **exc.fields}
@@ -646,18 +645,18 @@ def error_answer(exc: BaseException, request: dict, root: str, timeout: float) -
             loading = list(dict.fromkeys(f.filename for f in frames if f.name == "<module>"))
             message = (f"a loop at import time in {answer['file']} (line {answer['line']}): "
                        f"{' and '.join(loading)} never finished loading in {timeout:g} s")
-            return {**answer, "kind": "timeout", "type": "", "message": message, "loading": loading}
+            return {**answer, "kind": FailureKind.TIMEOUT, "type": "", "message": message, "loading": loading}
         running = f": it was still running {answer['file']} line {answer['line']}" if frames else ""
-        return {**answer, "kind": "timeout", "type": "", "message": f"{where} did not finish in {timeout:g} s{running}"}
+        return {**answer, "kind": FailureKind.TIMEOUT, "type": "", "message": f"{where} did not finish in {timeout:g} s{running}"}
     if isinstance(exc, Forbidden):
-        return {**answer, "kind": "forbidden", "type": "", "message": str(exc)}
+        return {**answer, "kind": FailureKind.FORBIDDEN, "type": "", "message": str(exc)}
     if isinstance(exc, NotImplementedError) and frames:
         # Name the stub that raised ("module.Layer"), not the call that led there.
         code = innermost_student_code(exc, root)
         stub = f"{os.path.splitext(os.path.basename(code.co_filename))[0]}.{code.co_qualname.removesuffix('.__init__')}"
-        return {**answer, "kind": "not_implemented", "message": f"not implemented yet: {stub}", "where": stub}
+        return {**answer, "kind": FailureKind.NOT_IMPLEMENTED, "message": f"not implemented yet: {stub}", "where": stub}
     answer["trace"] = "".join(traceback.format_list(frames[-5:]))[-3000:]
-    return {**answer, "kind": "memory"} if isinstance(exc, MemoryError) else answer
+    return {**answer, "kind": FailureKind.MEMORY} if isinstance(exc, MemoryError) else answer
 
 
 def run(root: str, sock: socket.socket, report=None) -> None:
@@ -712,6 +711,6 @@ def run(root: str, sock: socket.socket, report=None) -> None:
 
 def bad_value(request: dict, message: str) -> bytes:
     """The error answer for a result that cannot go back to the judge."""
-    return encode({"error": {"kind": "bad_value", "type": "", "message": message,
+    return encode({"error": {"kind": FailureKind.BAD_VALUE, "type": "", "message": message,
                              "where": str(request.get("target", "")), "trace": "", "file": "", "line": 0, "phase": ""}})
 
