@@ -46,13 +46,18 @@ class FailureKind(StrEnum):
         return cls(said) if isinstance(said, str) and said in KINDS and KINDS[said].from_worker else cls.EXCEPTION
 
 
+# Why the class report says a student needs a look, most urgent first (reports.class_report: "Needs a look").
+NEEDS = ("could not be graded in full", "struggling", "well below the class", "integrity")
+NOT_GRADED, STRUGGLING, BELOW, INTEGRITY = NEEDS
+
+
 class Flag(Enum):
     """How the class report flags a student's failures of a kind (reports.class_report.flags), and
-    under which of its needs (reports.class_report.NEEDS)."""
+    under which of :data:`NEEDS`."""
 
-    NAMED = ("could not be graded in full", "each named as the status column says it")
-    POINTS_LOST = ("could not be graded in full", "the points they cost, added up")
-    NOT_STARTED = ("struggling", "a part every check of which failed so")
+    NAMED = (NOT_GRADED, "each named as the status column says it")
+    POINTS_LOST = (NOT_GRADED, "the points they cost, added up")
+    NOT_STARTED = (STRUGGLING, "a part every check of which failed so")
 
     @property
     def need(self) -> str:

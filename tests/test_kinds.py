@@ -15,7 +15,8 @@ from autograder.judge.plugin import hint, verdict_of
 from autograder.kinds import KINDS, FailureKind, Flag
 from autograder.platforms.ci import junit_xml
 from autograder.platforms.gradescope import results_json
-from autograder.reports.class_report import NEEDS, flags
+from autograder.kinds import NEEDS
+from autograder.reports.class_report import flags
 from autograder.reports.feedback import feedback_markdown, once_per_fact
 from autograder.reports.records import problem, student_record
 from autograder.results import CheckResult, Failure, RunResults, SubmissionResult

@@ -14,7 +14,8 @@ import pytest
 from autograder.batch.grade import grade
 from autograder.judge.misconceptions import load_catalogue
 from autograder.reports.check_statistics import check_statistics, checks_csv
-from autograder.reports.class_report import NEEDS, flags, near_copies
+from autograder.kinds import NEEDS
+from autograder.reports.class_report import flags, near_copies
 from autograder.reports.feedback import feedback_html, feedback_markdown, feedback_view
 from autograder.reports.heatmap import NEGATIVE, heatmap_svg
 from autograder.reports.histogram import bins, histogram_svg

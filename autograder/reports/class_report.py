@@ -18,14 +18,11 @@ from autograder.reports.check_statistics import check_statistics
 from autograder.reports.feedback import TEMPLATES, state
 from autograder.reports.histogram import histogram_svg
 from autograder.reports.records import problem, upload_problems
-from autograder.kinds import Flag
+from autograder.kinds import BELOW, INTEGRITY, NEEDS, NOT_GRADED, STRUGGLING, Flag
 from autograder.results import UNCONFINED_WARNING, SubmissionResult
 from autograder.text import one_line
 
 
-# Why a student needs a look, most urgent first: the rank orders the list (then the total, lowest first).
-NEEDS = ("could not be graded in full", "struggling", "well below the class", "integrity")
-NOT_GRADED, STRUGGLING, BELOW, INTEGRITY = NEEDS
 # A part a student struggles with earns less than this share of its points (a known mistake that costs
 # 7 of 15 is trouble worth acting on); a total well below the class is in its lowest quarter and below
 # this share of the lab's points.
