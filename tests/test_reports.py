@@ -178,16 +178,6 @@ def test_similarity_is_the_same_in_every_process():
     assert len(runs) == 1
 
 
-@pytest.mark.slow
-def test_similarity_imports_no_matplotlib_yet_copydetect_keeps_a_working_pyplot():
-    """copydetect imports pyplot for reports the kit never makes (copydetect_lite defers it); what
-    imports matplotlib afterwards, and copydetect's own pyplot if ever used, get the real one."""
-    script = ("import sys; import autograder.reports.similarity; assert 'matplotlib' not in sys.modules; "
-              "import copydetect.detector as detector, matplotlib.pyplot as plt; "
-              "assert type(plt) is type(sys) and detector.plt.hist is plt.hist and plt.hist.__module__ == plt.__name__")
-    subprocess.run([sys.executable, "-c", script], cwd=KIT, check=True)
-
-
 def test_a_picture_reads_at_once():
     """Weights (never negative) on a sequential scale from 0, both signs on a diverging one; NaN and
     the infinities each a legend entry; column indices; the slice drawn and the shape written out."""
