@@ -226,7 +226,7 @@ def test_a_hanging_call_says_it_is_still_running_while_make_check_waits(bundle, 
 
 @pytest.mark.slow
 def test_one_judge_runs_under_a_debugger_as_documented():
-    """`python -m pdb -m autograder check ...` (the README's way to debug a judge): started under a wrapper,
+    """`python -m pdb -m autograder check ...` (docs/grading.md's way to debug a judge): started under a wrapper,
     the judge does not restart clean, so the debugger keeps it, and the checks run."""
     run = subprocess.run([sys.executable, "-m", "pdb", "-m", "autograder", "check", "--submission",
                           str(SOLUTIONS), "--part", "scores"], input="continue\nquit\n", cwd=KIT,
