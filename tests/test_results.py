@@ -113,11 +113,11 @@ def test_a_cohorts_mean_counts_only_the_students_who_handed_in():
     assert CohortRun(LAB.name, [absent], graded=1, skipped=0).mean == 0.0
 
 
-def test_the_readme_lists_the_limits_as_declared():
-    readme = (KIT / "README.md").read_text()
-    assert markdown_table() in readme
+def test_the_security_page_lists_the_limits_as_declared():
+    page = (KIT / "docs" / "security.md").read_text()
+    assert markdown_table() in page
     # The trust model names what is limited; the figures stand in the table alone, so they cannot drift.
-    trust_model = readme.split("### Trust model", 1)[1].split("**Limits.**", 1)[0]
+    trust_model = page.split("\n## Trust model\n", 1)[1].split("\n## Limits\n", 1)[0]
     figures = set(re.findall(r"\| ([\d.,]+ (?:s|MiB|GiB|bytes)) \|", markdown_table()))
     restated = [f for f in figures if re.search(rf"(?<![\w.,]){re.escape(f)}(?!\w)", trust_model)]  # "2 s", not "12 s"
     assert figures and not restated, restated
