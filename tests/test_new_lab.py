@@ -88,7 +88,7 @@ def first(x):
     ### BEGIN SOLUTION
     weight = torch.zeros((), dtype=x.dtype, requires_grad=True)
     optimiser = torch.optim.SGD([weight], lr=0.5)
-    for _ in range(200):
+    for _ in range(20):
         optimiser.zero_grad()
         ((weight - 2.0) ** 2).backward()
         optimiser.step()
@@ -122,7 +122,7 @@ def test_a_lab_sets_its_own_limits_and_allowed_imports(kit, tmp_path):
         (kit / folder / "trainer" / "lab.toml").write_text(declared)
     run = kit_command(kit, "grade", "--lab", "trainer", "--submissions", str(cohort), "--out", str(tmp_path / "kit"),
                       check=False)
-    assert run.returncode == 2 and "the reference solution gets 86.67/100 here, failing test_first_example (first: " \
+    assert run.returncode == 2 and "the reference solution gets" in run.stderr and "failing test_first_example (first: " \
         "first.first did not finish in 10 s" in run.stderr, run.stderr[-1000:]
     for wrong, said in (("[limits]\ncall_timeout = 1000\n", "lab.toml: [limits] call_timeout = 1000: a number above 0 and at most 120"),
                         ("[limits]\ncpu_seconds = 10\n", "a lab may set only call_timeout, module_budget")):

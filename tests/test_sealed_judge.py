@@ -302,13 +302,12 @@ def layer_norm(x, weight, bias, eps=1e-5):
 
 
 def flagged_cells(out: Path, lab: Lab) -> dict[str, str]:
-    """Each student's flags cell in the class report, as the page shows it."""
+    """Each student's reasons under the class report's "Needs a look", as the page shows them ("" for a
+    student not listed there)."""
     page = BeautifulSoup((out / lab.name / "report.html").read_text(), "html.parser")
-    cells = {}
-    for row in page.select("tr"):
-        flag = row.select_one("td.flag")
-        if flag is not None:
-            cells[row.select_one("td").get_text(strip=True)] = flag.get_text(" ", strip=True)
+    cells = {row.select_one("td").get_text(strip=True): "" for row in page.select("#students tbody tr")}
+    for item in page.select("#needs li"):
+        cells[item.select_one("b").get_text(strip=True)] = item.get_text(" ", strip=True)
     return cells
 
 
