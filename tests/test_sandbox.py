@@ -318,7 +318,7 @@ def test_scratch_is_a_small_tmpfs_that_leaves_nothing_behind(student_factory):
                 return made
     """)
     assert student.scores.attention_scores(torch.ones(2)) < 40  # MiB: the scratch tmpfs is full
-    folder = student._shared.worker.folder
+    folder = student._shared.channel.worker.folder
     student.close()
     assert not folder.exists()
 
