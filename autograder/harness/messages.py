@@ -54,7 +54,8 @@ class Request:
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
             default = spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
-            if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING or value != default:
+            required = spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING
+            if required or (value is not None if default is None else value != default):  # a tensor is never a default
                 wire[spec.name] = value
         return wire
 

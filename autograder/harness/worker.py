@@ -7,8 +7,8 @@ writes answers on one socket in the format of :mod:`autograder.harness.codec`; a
 goes to a log, never into the answer channel. Every request starts from the same RNG state, so a result does
 not depend on which calls came before it.
 
-The requests and answers are :mod:`autograder.harness.messages`'; each kind of request is served by the
-method :data:`SERVE` names. An error answer says what went wrong in ``kind`` (``not_implemented``,
+The requests and answers are declared in :mod:`autograder.harness.messages`; each kind of request is served by
+the method :data:`SERVE` names for it. An error answer says what went wrong in ``kind`` (``not_implemented``,
 ``exception``, ``memory``, ``import``, ``missing``, ``timeout``, ``forbidden``, ``bad_value``, ``bad_request``).
 """
 
