@@ -107,7 +107,7 @@ class WorkerProcess:
 
     def greet(self, timeout: float, imports: dict[str, list[str]] | None = None) -> None:
         """Read the worker's first words (what its sandbox enforced) and give it its call time-out and
-        the submission's modules each module imports (see the worker's ``limits``)."""
+        the submission's modules each module imports (:class:`autograder.harness.messages.Configure`)."""
         self.report = Hello.from_wire(decode_frame(self.receive(DEFAULTS.start_timeout))).report
         if isinstance(self.report, dict) and self.report.get("refused"):
             raise sandbox.Unconfined(self.report["refused"])

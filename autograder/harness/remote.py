@@ -41,9 +41,6 @@ from autograder.harness.transport import Channel
 from autograder.limits import DEFAULTS
 from autograder.results import FailureKind
 
-__all__ = ["Handle", "RemoteCode", "StandInCode", "StudentError"]
-
-
 @dataclass
 class Shared:
     """What a :class:`RemoteCode` and its seeded and streaming views share: one worker, one budget,
