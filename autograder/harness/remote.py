@@ -41,6 +41,7 @@ from autograder.harness.transport import Channel
 from autograder.limits import DEFAULTS
 from autograder.results import FailureKind
 
+
 @dataclass
 class Shared:
     """What a :class:`RemoteCode` and its seeded and streaming views share: one worker, one budget,
