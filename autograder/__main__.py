@@ -38,15 +38,33 @@ def release_checks(submission: Path, lab_name: str | None) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = command_line()
+    options = parser.parse_args(argv)
+    return options.run(parser, options)
+
+
+def command_line() -> OneLineErrors:
+    """Every subcommand, each with the function that runs it (``run``: called with the parser and options)."""
     parser = OneLineErrors(
         prog="python -m autograder", description="Build, check and grade the course's labs. The Makefile calls these "
         "commands (make help); ci-run and gradescope-run are what the platforms call on their own machines, "
         "inside what student-bundle and gradescope-zip built. Each command's --help says more.")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
 
-    def command(name: str, about: str, **options) -> argparse.ArgumentParser:
-        """A subcommand whose one line shows in the list and opens its own --help."""
-        return subparsers.add_parser(name, help=about, description=about[0].upper() + about[1:] + ".", **options)
+    def command(name: str, about: str, run, **options) -> argparse.ArgumentParser:
+        """A subcommand whose one line shows in the list and opens its own --help, run by ``run``."""
+        sub = subparsers.add_parser(name, help=about, description=about[0].upper() + about[1:] + ".", **options)
+        sub.set_defaults(run=run)
+        return sub
+    shared = shared_options()
+    add_authoring_commands(command, shared)
+    add_checking_commands(command, shared)
+    add_cohort_commands(command, shared)
+    return parser
+
+
+def shared_options() -> dict[str, argparse.ArgumentParser]:
+    """The option groups several subcommands take: limits, one lab or some, a cohort."""
     limits = argparse.ArgumentParser(add_help=False)
     add_options(limits.add_argument)
     limits.add_argument("--no-confinement", action="store_true",
@@ -56,27 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     one_lab.add_argument("--lab", help="the lab (a folder of source/; default: the course's only lab)")
     some_labs = argparse.ArgumentParser(add_help=False)
     some_labs.add_argument("--lab", help="only this lab (default: every lab of source/)")
-    command("release", "write assignments/<lab>/ (stubs, public checks) from source/", parents=[some_labs])
-    command("solutions", "write solutions/<lab>/ (reference code, all checks) from source/", parents=[some_labs])
-    check = command("check", "run the checks on a submission folder and print the points", parents=[limits, one_lab])
-    check.add_argument("--part", help="run one part's checks only (a part of the lab)")
-    check.add_argument("--submission", type=Path, help="folder with the lab's modules (default: assignments/<lab>)")
-    check.add_argument("--checks", type=Path, help="folder of checks (default: the submission's tests/)")
-    check.add_argument("--reference", help="reference solution for hidden checks (default: solutions/<lab>)")
-    check.add_argument("--results-json", help="also write the results to this JSON file")
-    check.add_argument("--no-sandbox", action="store_true", help="run student code unconfined")
-    check.add_argument("-v", "--verbose", action="store_true", help="print every failing check's message")
-    command("student-bundle", "write dist/<lab>-student/ and .zip (release, harness, README, Makefile, Classroom "
-            "workflow)", parents=[some_labs])
-    command("gradescope-zip", "write dist/<lab>-gradescope.zip (setup.sh, run_autograder)", parents=[some_labs])
-    ci = command("ci-run", "in a student's CI job (GitHub Actions, GitLab CI, Classroom 50): the public checks once, "
-                 "their results where the service shows them")
-    ci.add_argument("--submission", type=Path, required=True, help="a lab's folder: the modules, lab.toml and tests/")
-    ci.add_argument("--classroom50", action="store_true", help="also write ./result.json and ./release-body.md "
-                    "(Classroom 50) and exit 0 whatever the checks say")
-    gradescope = command("gradescope-run", "on Gradescope (run_autograder): grade <root>/submission into "
-                         "<root>/results/results.json")
-    gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
     cohort = argparse.ArgumentParser(add_help=False)
     cohort.add_argument("--submissions", type=Path, default=default_submissions(),
                         help="folder of <student>/<lab>/ (default: submitted/ if it exists, else examples/submitted/)")
@@ -84,7 +81,49 @@ def main(argv: list[str] | None = None) -> int:
     cohort.add_argument("--nbgrader", action="store_true",
                         help="also record each student's points per part in nbgrader's gradebook")
     cohort.add_argument("--gradebook", help="the gradebook's database URL (default: nbgrader_config.py's)")
-    grade = command("grade", "grade every submission of a cohort, lab by lab, and write the reports",
+    return {"limits": limits, "one_lab": one_lab, "some_labs": some_labs, "cohort": cohort}
+
+
+def add_authoring_commands(command, shared: dict) -> None:
+    some_labs = shared["some_labs"]
+    command("release", "write assignments/<lab>/ (stubs, public checks) from source/", build_command,
+            parents=[some_labs])
+    command("solutions", "write solutions/<lab>/ (reference code, all checks) from source/", build_command,
+            parents=[some_labs])
+    command("student-bundle", "write dist/<lab>-student/ and .zip (release, harness, README, Makefile, Classroom "
+            "workflow)", bundle_command, parents=[some_labs])
+    command("gradescope-zip", "write dist/<lab>-gradescope.zip (setup.sh, run_autograder)", bundle_command,
+            parents=[some_labs])
+    new_lab = command("new-lab", "write source/<name>/, a new lab with one placeholder exercise per part that "
+                      "already grades", new_lab_command)
+    new_lab.add_argument("name", help="the lab's folder name (a Python identifier)")
+    new_lab.add_argument("--parts", required=True, help="its parts in teaching order, comma-separated")
+    new_lab.add_argument("--title", help="the lab's title (default: a TODO)")
+
+
+def add_checking_commands(command, shared: dict) -> None:
+    check = command("check", "run the checks on a submission folder and print the points", check_command,
+                    parents=[shared["limits"], shared["one_lab"]])
+    check.add_argument("--part", help="run one part's checks only (a part of the lab)")
+    check.add_argument("--submission", type=Path, help="folder with the lab's modules (default: assignments/<lab>)")
+    check.add_argument("--checks", type=Path, help="folder of checks (default: the submission's tests/)")
+    check.add_argument("--reference", help="reference solution for hidden checks (default: solutions/<lab>)")
+    check.add_argument("--results-json", help="also write the results to this JSON file")
+    check.add_argument("--no-sandbox", action="store_true", help="run student code unconfined")
+    check.add_argument("-v", "--verbose", action="store_true", help="print every failing check's message")
+    ci = command("ci-run", "in a student's CI job (GitHub Actions, GitLab CI, Classroom 50): the public checks once, "
+                 "their results where the service shows them", ci_command)
+    ci.add_argument("--submission", type=Path, required=True, help="a lab's folder: the modules, lab.toml and tests/")
+    ci.add_argument("--classroom50", action="store_true", help="also write ./result.json and ./release-body.md "
+                    "(Classroom 50) and exit 0 whatever the checks say")
+    gradescope = command("gradescope-run", "on Gradescope (run_autograder): grade <root>/submission into "
+                         "<root>/results/results.json", gradescope_command)
+    gradescope.add_argument("--root", type=Path, default=Path("/autograder"), help="default: /autograder")
+
+
+def add_cohort_commands(command, shared: dict) -> None:
+    limits, some_labs, cohort = shared["limits"], shared["some_labs"], shared["cohort"]
+    grade = command("grade", "grade every submission of a cohort, lab by lab, and write the reports", grade_command,
                     parents=[limits, some_labs, cohort])
     grade.add_argument("--jobs", type=at_least_one, default=JOBS,
                        help=f"submissions graded in parallel (default: the number of CPUs, {JOBS})")
@@ -102,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="run every check in full, even where a submission answers exactly as an earlier one "
                             "that passed it (same points, slower; see autograder/judge/replay.py)")
     verify = command("verify", "grade the submissions behind an output folder again and say, per student, whether "
-                     "today's grade is the recorded one (and what differs)", parents=[limits, some_labs, cohort])
+                     "today's grade is the recorded one (and what differs)", verify_command,
+                     parents=[limits, some_labs, cohort])
     verify.add_argument("--strip-prefix", default="", help="as grade's: the prefix of the student folders' names")
     verify.add_argument("--students", nargs="+", help="only these students (default: every student of the folder)")
     verify.add_argument("--repeat", type=at_least_one, default=1,
@@ -112,10 +152,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"submissions graded in parallel (default: {JOBS})")
     merge = command("merge", "join the outputs of `grade --shard i/N` into one course, as one run over the whole "
                     "cohort writes it (reports, grades.csv, report.html with similarity across all shards)",
-                    parents=[some_labs, cohort])
+                    merge_command, parents=[some_labs, cohort])
     merge.add_argument("shards", type=Path, nargs="+", help="the shards' --out folders, every slice once")
     bench = command("bench", "time the grader on each lab (copies of the reference, the demo cohort) against one "
-                    "torch import, and print the figures", parents=[some_labs])
+                    "torch import, and print the figures", bench_command, parents=[some_labs])
     bench.add_argument("--copies", type=at_least_one, default=100,
                        help="submissions per run: copies of the reference, and the demo cohort cycled to as many "
                             "(default: 100)")
@@ -125,75 +165,68 @@ def main(argv: list[str] | None = None) -> int:
                        "checks that do not replay (default: 20; 0 skips them)")
     bench.add_argument("--nbgrader-copies", type=int, default=20, help="copies, notebook included, autograded by "
                        "nbgrader and graded by the kit, side by side (default: 20; 0 skips them)")
-    new_lab = command("new-lab", "write source/<name>/, a new lab with one placeholder exercise per part that "
-                      "already grades")
-    new_lab.add_argument("name", help="the lab's folder name (a Python identifier)")
-    new_lab.add_argument("--parts", required=True, help="its parts in teaching order, comma-separated")
-    new_lab.add_argument("--title", help="the lab's title (default: a TODO)")
-    options = parser.parse_args(argv)
-    if options.command == "new-lab":
-        from autograder.authoring.scaffold import new_lab as scaffold
 
-        try:
-            folder = scaffold(options.name, [p.strip() for p in options.parts.split(",") if p.strip()], options.title)
-        except ValueError as exc:
-            parser.error(str(exc))
-        print(f"written: {folder} (next: make release solutions LAB={options.name}, then replace the TODOs)")
-        return 0
+
+def chosen_labs(parser, options) -> list[Lab]:
+    """The lab ``--lab`` names, or every lab of source/."""
     try:
-        labs = [find_lab(options.lab)] if getattr(options, "lab", None) else all_labs()
+        return [find_lab(options.lab)] if getattr(options, "lab", None) else all_labs()
     except LabError as exc:
         parser.error(str(exc))
 
-    if options.command in ("release", "solutions"):
-        from autograder.authoring.release import build
 
-        for lab in labs:
-            built = build("release" if options.command == "release" else "solution", lab)
-            print(f"{options.command} of {lab.name} written to {built}")
-        return 0
-    if options.command in ("student-bundle", "gradescope-zip"):
-        from autograder.authoring.bundle import gradescope_zip, student_bundle
+def new_lab_command(parser, options) -> int:
+    from autograder.authoring.scaffold import new_lab as scaffold
 
-        for lab in labs:
-            print(f"written: {student_bundle(lab) if options.command == 'student-bundle' else gradescope_zip(lab)}")
-        return 0
-    if options.command == "ci-run":
-        start_zygote()
-        from autograder.platforms.ci import run as run_ci
-
-        return run_ci(options.submission.resolve(), options.classroom50)
-    if options.command == "gradescope-run":
-        from autograder.batch.upload import run as run_gradescope
-
-        results = run_gradescope(options.root.resolve())
-        print(f"score {results['score']:g}; results in {options.root}/results/results.json")
-        return 0
-    if options.command == "grade":
-        return grade_command(parser, options, labs)
-    if options.command == "merge":
-        return merge_command(parser, options, labs)
-    if options.command == "verify":
-        return verify_command(parser, options, labs)
-    if options.command == "bench":
-        from autograder.batch.bench import run as run_bench
-
-        return run_bench(options, labs, parser.error)
     try:
-        submission = options.submission or find_lab(options.lab).release
-    except LabError as exc:  # several labs and none named: say which exist
+        folder = scaffold(options.name, [p.strip() for p in options.parts.split(",") if p.strip()], options.title)
+    except ValueError as exc:
         parser.error(str(exc))
-    checks = (options.checks or submission / "tests").resolve()
-    if not options.checks and not (checks / "points.toml").is_file():
-        checks = release_checks(submission, options.lab) or checks  # an upload (submitted/<student>/<lab>/): no tests/
-    if not (checks / "points.toml").is_file():
-        parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")
-    try:
-        lab = Lab.load(checks.parent)
-    except LabError as exc:
-        parser.error(str(exc))
-    if options.part and options.part not in lab.part_ids:
-        parser.error(f"no part {options.part!r} in the {lab.name} lab: its parts are {', '.join(lab.part_ids)}")
+    print(f"written: {folder} (next: make release solutions LAB={options.name}, then replace the TODOs)")
+    return 0
+
+
+def build_command(parser, options) -> int:
+    from autograder.authoring.release import build
+
+    for lab in chosen_labs(parser, options):
+        built = build("release" if options.command == "release" else "solution", lab)
+        print(f"{options.command} of {lab.name} written to {built}")
+    return 0
+
+
+def bundle_command(parser, options) -> int:
+    from autograder.authoring.bundle import gradescope_zip, student_bundle
+
+    for lab in chosen_labs(parser, options):
+        print(f"written: {student_bundle(lab) if options.command == 'student-bundle' else gradescope_zip(lab)}")
+    return 0
+
+
+def ci_command(parser, options) -> int:
+    start_zygote()
+    from autograder.platforms.ci import run as run_ci
+
+    return run_ci(options.submission.resolve(), options.classroom50)
+
+
+def gradescope_command(parser, options) -> int:
+    from autograder.batch.upload import run as run_gradescope
+
+    results = run_gradescope(options.root.resolve())
+    print(f"score {results['score']:g}; results in {options.root}/results/results.json")
+    return 0
+
+
+def bench_command(parser, options) -> int:
+    from autograder.batch.bench import run as run_bench
+
+    return run_bench(options, chosen_labs(parser, options), parser.error)
+
+
+def check_command(parser, options) -> int:
+    """``make check``: the checks of one lab on one folder, the points table and each part's first failures."""
+    submission, checks, lab = checked_folders(parser, options)
     # A student's copy cannot prove its environment with the reference solution (it must not hold it): the
     # versions it runs on against the pinned ones are what it can say.
     for found in unpinned()[:3]:
@@ -227,6 +260,28 @@ def main(argv: list[str] | None = None) -> int:
     if code == pytest.ExitCode.TESTS_FAILED and "MAKELEVEL" in os.environ:  # make's recipe: its "Error 1" follows
         print(MAKE_ERROR_NOTE)
     return code
+
+
+
+
+def checked_folders(parser, options) -> tuple[Path, Path, Lab]:
+    """``check``'s submission folder, checks folder and lab, each said in one line where it is not there."""
+    try:
+        submission = options.submission or find_lab(options.lab).release
+    except LabError as exc:  # several labs and none named: say which exist
+        parser.error(str(exc))
+    checks = (options.checks or submission / "tests").resolve()
+    if not options.checks and not (checks / "points.toml").is_file():
+        checks = release_checks(submission, options.lab) or checks  # an upload (submitted/<student>/<lab>/): no tests/
+    if not (checks / "points.toml").is_file():
+        parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")
+    try:
+        lab = Lab.load(checks.parent)
+    except LabError as exc:
+        parser.error(str(exc))
+    if options.part and options.part not in lab.part_ids:
+        parser.error(f"no part {options.part!r} in the {lab.name} lab: its parts are {', '.join(lab.part_ids)}")
+    return submission, checks, lab
 
 
 def start_zygote() -> None:
@@ -283,7 +338,8 @@ def record_in_gradebook(options, labs: list[Lab], runs) -> bool:
     return complete
 
 
-def grade_command(parser, options, labs: list[Lab]) -> int:
+def grade_command(parser, options) -> int:
+    labs = chosen_labs(parser, options)
     from autograder.batch.grade import EnvironmentUnproven, grade_course
     from autograder.batch.outputs import ForeignOutput, set_aside
     from autograder.batch.staging import labs_submitted
@@ -335,7 +391,8 @@ def grade_command(parser, options, labs: list[Lab]) -> int:
     return 1 if any(run.ungraded for run in runs) or not recorded else 0
 
 
-def verify_command(parser, options, labs: list[Lab]) -> int:
+def verify_command(parser, options) -> int:
+    labs = chosen_labs(parser, options)
     from autograder.batch.staging import labs_submitted
     from autograder.batch.verify import verify
 
@@ -359,7 +416,8 @@ def verify_command(parser, options, labs: list[Lab]) -> int:
     return 0 if same else 1
 
 
-def merge_command(parser, options, labs: list[Lab]) -> int:
+def merge_command(parser, options) -> int:
+    labs = chosen_labs(parser, options)
     from autograder.batch.outputs import ForeignOutput
     from autograder.batch.shard import MergeError, merge
 

@@ -11,18 +11,21 @@ import sys
 import threading
 from typing import NoReturn
 
+from autograder import shortcuts
+
 
 def end_without_finalizing(status) -> NoReturn:
     """End this process as ``sys.exit(status)`` would, less the finalization: the kernel frees it all at
-    once. As normal exit does first: threads joined, what was registered to run at exit run (a judge's
-    workers closed, their folders removed); then a judge's zygote is stopped, the output flushed (120
-    when it cannot be, as Python's own exit says)."""
-    code = 1
+    once (a shortcut: :mod:`autograder.shortcuts`, ``no_finalizing``). As normal exit does first: threads
+    joined, what was registered to run at exit run (a judge's workers closed, their folders removed); then
+    a judge's zygote is stopped, the output flushed (120 when it cannot be, as Python's own exit says)."""
+    code, fast = 1, shortcuts.on("no_finalizing")
     try:
         for thread in threading.enumerate():
             if thread is not threading.main_thread() and not thread.daemon:
                 thread.join()
-        atexit._run_exitfuncs()
+        if fast:
+            atexit._run_exitfuncs()
         zygotes = sys.modules.get("autograder.harness.zygote_client")  # a judge's: never imported only to end
         if zygotes is not None:
             with contextlib.suppress(Exception):
@@ -39,4 +42,6 @@ def end_without_finalizing(status) -> NoReturn:
             except Exception:  # noqa: BLE001 - said by the exit status, as Python's own exit says it
                 code = code or 120
     finally:
-        os._exit(code)
+        if fast:
+            os._exit(code)
+    sys.exit(code)  # AUTOGRADER_PLAIN=1: Python's own exit, which runs what was registered and finalizes

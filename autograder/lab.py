@@ -9,6 +9,7 @@ checks folder's parent is its lab.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,7 @@ class Lab:
     # Limits.for_lab); pairs, not a dict, so a lab stays hashable.
     limits: tuple[tuple[str, float], ...] = ()
     # ``allowed_imports``: modules its code may import beyond the kit's libraries, among those the kit lets a
-    # lab allow (autograder.judge.internals.LAB_MAY_ALLOW).
+    # lab allow (autograder.judge.reach_rules.LAB_MAY_ALLOW).
     allowed_imports: frozenset[str] = frozenset()
 
     @classmethod
@@ -64,11 +65,14 @@ class Lab:
             declared = tomllib.loads(path.read_text(encoding="utf-8"))
             parts = tuple(Part(p["id"], float(p["weight"]), p.get("title", ""), tuple(p.get("uses", ())),
                                tuple(p.get("end_to_end", ())), p.get("stand_in", "")) for p in declared["parts"])
-            own_limits = tuple(sorted(lab_limits(declared.get("limits", {}), str(path)).items()))
-            lab = cls(Path(folder).resolve().name, declared["title"], parts, own_limits,
-                      frozenset(declared.get("allowed_imports", ())))
+            lab = cls(Path(folder).resolve().name, declared["title"], parts,
+                      allowed_imports=frozenset(declared.get("allowed_imports", ())))
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise LabError(f"{path}: not a lab declaration ({type(exc).__name__}: {exc})") from exc
+        try:
+            lab = dataclasses.replace(lab, limits=tuple(sorted(lab_limits(declared.get("limits", {}), str(path)).items())))
+        except ValueError as exc:  # said in the author's words, naming the file once
+            raise LabError(str(exc)) from None
         unknown = {u for p in parts for u in p.uses} - set(lab.part_ids)
         if unknown or len(set(lab.part_ids)) != len(parts) or not parts:
             raise LabError(f"{path}: parts must be unique, at least one, and `uses` must name parts "

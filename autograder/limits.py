@@ -2,7 +2,7 @@
 and what it means. Every entry point (``make check``, ``make grade``, a grading lane, the judge's
 pytest plugin, Gradescope, Classroom) starts from :class:`Limits`; the options an instructor may
 set are generated from it (:func:`add_options`, :func:`from_options`), passed from process to
-process as generated arguments (:meth:`Limits.argv`), and the README's table of limits is
+process as generated arguments (:meth:`Limits.argv`), and docs/security.md's table of limits is
 :func:`markdown_table`'s (a test holds them equal).
 """
 
@@ -116,7 +116,7 @@ def amount(value: float, unit: str) -> str:
 
 
 def markdown_table() -> str:
-    """The README's table of limits."""
+    """docs/security.md's table of limits."""
     rows = [f"| {f.metadata['meaning']} | {amount(f.default, f.metadata['unit'])} | "
             f"{'`' + f.metadata['option'] + '`' if f.metadata['option'] else 'fixed'} |" for f in dataclasses.fields(Limits)]
     return "\n".join(["| what is limited | limit | set with |", "|---|---:|---|", *rows])

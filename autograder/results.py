@@ -19,53 +19,11 @@ import dataclasses
 import json
 import statistics
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 from autograder.files import write_atomically
+from autograder.kinds import FailureKind
 from autograder.lab import Lab
-
-
-class FailureKind(StrEnum):
-    """Why a check failed. The student's code: it raised (``exception``), is a stub
-    (``not_implemented``), its module did not import or is missing, a call ran out of time or
-    memory, the process running it crashed or broke the protocol, an answer could not be read
-    (``bad_value``, ``too_large``), a call was refused (``forbidden``: the code reaches into
-    internals) or was malformed (``bad_request``). The check's verdict: ``wrong``. The kit's own
-    bug: ``check_error``."""
-
-    WRONG = "wrong"
-    EXCEPTION = "exception"
-    NOT_IMPLEMENTED = "not_implemented"
-    IMPORT = "import"
-    MISSING = "missing"
-    TIMEOUT = "timeout"
-    MEMORY = "memory"
-    CRASHED = "crashed"
-    PROTOCOL = "protocol"
-    BAD_VALUE = "bad_value"
-    TOO_LARGE = "too_large"
-    BAD_REQUEST = "bad_request"
-    FORBIDDEN = "forbidden"
-    CHECK_ERROR = "check_error"
-
-    @classmethod
-    def reported_by_worker(cls, said: object) -> FailureKind:
-        """The kind a worker's error answer names; the worker runs student code, so a kind only the
-        judge may decide (a crash, a wrong answer, a broken check) or none at all is an exception."""
-        return cls(said) if isinstance(said, str) and said in WORKER_KINDS else cls.EXCEPTION
-
-
-# What the worker itself may report (the rest the judge decides: harness.remote, judge.plugin).
-WORKER_KINDS = {FailureKind.EXCEPTION, FailureKind.NOT_IMPLEMENTED, FailureKind.IMPORT, FailureKind.MISSING,
-                FailureKind.TIMEOUT, FailureKind.MEMORY, FailureKind.FORBIDDEN, FailureKind.BAD_VALUE,
-                FailureKind.BAD_REQUEST}
-# Failures that ended or stopped the student's process: the first thing to fix when a check saw several.
-STOPPING = {FailureKind.MEMORY, FailureKind.CRASHED, FailureKind.TIMEOUT}
-# Failures that are neither a wrong answer nor an error of the student's code: the class report flags them.
-TROUBLE = {*STOPPING, FailureKind.PROTOCOL}
-# Failures that say the same to every check that meets them: the feedback says each once.
-SAID_ONCE = {FailureKind.IMPORT, FailureKind.MISSING, FailureKind.NOT_IMPLEMENTED}
 
 
 # What a worker's sandbox reports when it proved its files confined (autograder.harness.sandbox): a record

@@ -51,7 +51,7 @@ def still_running(module: str, where: str, waited: float, timeout: float) -> str
 
 
 # Under make, a failing check's exit status makes make end with its own "*** [...] Error 1" line, which GNU
-# make prints for any failing recipe (README: "make check's last lines").
+# make prints for any failing recipe (docs/design.md: "make check's last lines").
 MAKE_ERROR_NOTE = 'Not every check passes yet: make reports that as "Error 1" below (a failing exit status, for ' \
                   'scripts and CI); nothing crashed.'
 

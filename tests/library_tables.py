@@ -1,4 +1,4 @@
-"""Where the scan's tables (``autograder.judge.internals.LIBRARIES``) are out of date for the running
+"""Where the scan's tables (``autograder.judge.reach_rules.LIBRARIES``) are out of date for the running
 Python and torch: a module or metaclass an allowed module holds that is neither allowed (as one of
 LIBRARIES) nor denied, a declared name the module no longer has, a submodule that is not a module.
 
@@ -13,7 +13,7 @@ import importlib
 import json
 import types
 
-from autograder.judge.internals import LIBRARIES
+from autograder.judge.reach_rules import LIBRARIES
 
 
 def gaps(name: str) -> list[str]:

@@ -25,7 +25,7 @@ import pytest
 
 from autograder.batch.jobs import Graded
 from autograder.batch.lane import Lane
-from autograder.harness import cgroup, sandbox
+from autograder.harness import cgroup, worker_uids
 from autograder.harness.zygote_client import parent_of
 from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, SOLUTIONS, grades_table, once_per_run
@@ -335,8 +335,8 @@ def test_judges_in_pid_namespaces_of_their_own_never_share_a_worker_cgroup(tmp_p
 
 def unclaimed(worker_cgroup: Path) -> bool:
     """Is the user id block of this worker's cgroup held by no judge (so nobody will remove it)?"""
-    block = (int(worker_cgroup.name.removeprefix(cgroup.name_of(""))) - sandbox.UID_BASE) // sandbox.UIDS_PER_BLOCK
-    with open(sandbox.uid_block_lock(block), "a") as lock:
+    block = (int(worker_cgroup.name.removeprefix(cgroup.name_of(""))) - worker_uids.UID_BASE) // worker_uids.UIDS_PER_BLOCK
+    with open(worker_uids.uid_block_lock(block), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

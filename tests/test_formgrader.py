@@ -1,4 +1,4 @@
-"""Written answers as the instructor reads them: the README's procedure (`nbgrader autograde` with the kit's
+"""Written answers as the instructor reads them: docs/deploying.md's procedure (`nbgrader autograde` with the kit's
 nbgrader_config.py), then nbgrader's formgrader, served by a real Jupyter server, its page for a submission
 loaded by headless Chromium. Nothing a student wrote in a Markdown or raw cell renders live."""
 

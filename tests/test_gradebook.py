@@ -100,7 +100,7 @@ open({mark!r}, "w").close()
 
 
 def test_written_answers_procedure_runs_no_students_notebook_code(tmp_path):
-    """The README's procedure: make grade NBGRADER=1, then nbgrader autograde in the course (its
+    """docs/deploying.md's procedure: make grade NBGRADER=1, then nbgrader autograde in the course (its
     nbgrader_config.py) for the formgrader. mallory's notebook holds a cell that rewrites the
     gradebook: it never runs, ada keeps her points, and the notebooks are ready for the formgrader."""
     course = nbgrader_course(tmp_path / "course")

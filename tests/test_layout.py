@@ -11,7 +11,7 @@ from conftest import KIT
 
 PACKAGE = KIT / "autograder"
 STAGES = ("authoring", "harness", "judge", "reports", "platforms", "batch")  # in the order of the data flow
-SHARED = {"course", "lab", "text", "files", "results", "limits", "ending"}  # every stage uses them; they use no stage
+SHARED = {"course", "lab", "text", "files", "results", "kinds", "limits", "ending", "shortcuts"}  # every stage uses them; they use no stage
 RANK = {name: rank for rank, name in enumerate(STAGES)}
 
 

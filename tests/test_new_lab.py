@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from autograder.judge.internals import scan
 from conftest import KIT, executed_notebook
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -74,3 +75,62 @@ def test_a_new_lab_notebook_runs_on_the_solutions(kit):
 def test_new_lab_refuses_what_would_not_work(kit, args, said):
     run = kit_command(kit, "new-lab", *args, check=False)
     assert run.returncode != 0 and said in run.stderr
+
+
+TRAINER = """
+import time
+
+import torch
+
+
+def first(x):
+    \"\"\"Twice x, learnt: a weight fitted by gradient descent (torch.optim), slowly on the example.\"\"\"
+    ### BEGIN SOLUTION
+    weight = torch.zeros((), dtype=x.dtype, requires_grad=True)
+    optimiser = torch.optim.SGD([weight], lr=0.5)
+    for _ in range(200):
+        optimiser.zero_grad()
+        ((weight - 2.0) ** 2).backward()
+        optimiser.step()
+    if x.shape == (3, 4):
+        time.sleep(11)  # a training loop longer than the kit's 10 s a call
+    return weight.detach() * x  # (..., d)
+    ### END SOLUTION
+"""
+
+
+def test_a_lab_sets_its_own_limits_and_allowed_imports(kit, tmp_path):
+    """A lab whose code trains (torch.optim) and whose example call takes 11 s declares so in its lab.toml:
+    graded full marks, nobody flagged. Without the declaration the optimiser is named as reaching into
+    internals and the reference itself times out: nothing is graded. A lab may not lift the kit's bounds."""
+    lab = kit / "source" / "trainer"
+    shutil.copytree(kit / "source" / "demo", lab)
+    (lab / "first.py").write_text(TRAINER)
+    declared = (lab / "lab.toml").read_text()
+    (lab / "lab.toml").write_text('allowed_imports = ["torch.optim"]\n' + declared + "\n[limits]\ncall_timeout = 15\n")
+    kit_command(kit, "release", "--lab", "trainer")
+    kit_command(kit, "solutions", "--lab", "trainer")
+    cohort = tmp_path / "submitted"
+    shutil.copytree(kit / "solutions" / "trainer", cohort / "ann" / "trainer")
+    kit_command(kit, "grade", "--lab", "trainer", "--submissions", str(cohort), "--out", str(tmp_path / "own"))
+    [row] = csv.DictReader((tmp_path / "own" / "trainer" / "grades.csv").open())
+    assert (row["total"], row["status"]) == ("100", "graded"), row
+    assert scan(TRAINER, "first.py", frozenset({"first"}), frozenset({"torch.optim"})) == []
+    assert [r.what for r in scan(TRAINER, "first.py", frozenset({"first"}))] == ["uses torch.optim"]
+    (lab / "lab.toml").write_text(declared)  # the kit's own limits: the reference itself times out
+    for folder in ("assignments", "solutions"):
+        (kit / folder / "trainer" / "lab.toml").write_text(declared)
+    run = kit_command(kit, "grade", "--lab", "trainer", "--submissions", str(cohort), "--out", str(tmp_path / "kit"),
+                      check=False)
+    assert run.returncode == 2 and "the reference solution gets 86.67/100 here, failing test_first_example (first: " \
+        "first.first did not finish in 10 s" in run.stderr, run.stderr[-1000:]
+    for wrong, said in (("[limits]\ncall_timeout = 1000\n", "lab.toml: [limits] call_timeout = 1000: a number above 0 and at most 120"),
+                        ("[limits]\ncpu_seconds = 10\n", "a lab may set only call_timeout, module_budget")):
+        (lab / "lab.toml").write_text(declared + "\n" + wrong)
+        run = kit_command(kit, "release", "--lab", "trainer", check=False)
+        assert run.returncode != 0 and said in run.stderr, run.stderr[-500:]
+    (lab / "lab.toml").write_text(declared)
+    (kit / "solutions" / "trainer" / "lab.toml").write_text('allowed_imports = ["os"]\n' + declared)
+    run = kit_command(kit, "check", "--submission", str(kit / "solutions" / "trainer"), check=False)
+    assert run.returncode != 0 and "allowed_imports: os cannot be allowed; a lab may allow torch.optim" in \
+        run.stdout + run.stderr, run.stdout[-500:] + run.stderr[-500:]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.harness import remote, sandbox
+from autograder.harness import remote, worker_uids
 from autograder.harness.cgroup import Hierarchy, find_hierarchy
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.results import FILE_CONFINEMENT
@@ -340,7 +340,7 @@ def test_a_mechanism_this_machine_lacks_is_reported_not_fatal():
 def test_the_sweep_kills_only_what_runs_in_its_own_pid_namespace():
     """A worker user id's leftover in this PID namespace is killed; one in another (a container's grader
     claiming the same block of ids on this kernel) is not ours to kill."""
-    uid = sandbox.UID_BASE + sandbox.UIDS_PER_BLOCK * sandbox.UID_BLOCKS + 7  # no judge hands this one out
+    uid = worker_uids.UID_BASE + worker_uids.UIDS_PER_BLOCK * worker_uids.UID_BLOCKS + 7  # no judge hands this one out
     become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     here = subprocess.Popen([*become, "sleep", "60"])
     elsewhere = subprocess.Popen(["unshare", "--pid", "--fork", *become, "sleep", "60"])
@@ -349,7 +349,7 @@ def test_the_sweep_kills_only_what_runs_in_its_own_pid_namespace():
         while sum(1 for e in Path("/proc").iterdir() if e.name.isdigit() and owned_by(e, uid)) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert sandbox.sweep(range(uid, uid + 1)) >= 1  # our child stays a zombie, seen again, until waited for
+        assert worker_uids.sweep(range(uid, uid + 1)) >= 1  # our child stays a zombie, seen again, until waited for
         assert here.wait(5) == -signal.SIGKILL
         assert elsewhere.poll() is None
     finally:

@@ -104,6 +104,27 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
     write_atomically(proof, json.dumps(provenance, indent=1))
 
 
+def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], staging: Path, stream) -> None:
+    """Start ``lanes``: the first proves the environment (:func:`prove_environment`), then grades (its
+    replay warm), while the others start; all closed if the proof fails."""
+    starting = [threading.Thread(target=lane.start) for lane in lanes[1:]]
+    for thread in starting:
+        thread.start()
+    if read_stamp(out / REFERENCE_PROOF) != provenance:  # a few seconds: say why nothing moves yet
+        print(f"{lab.name}: grading the reference solution first (it proves this machine gives full marks)",
+              file=stream, flush=True)
+    try:
+        prove_environment(lab, out, provenance, lanes[0], staging)
+    except BaseException:
+        for thread in starting:
+            thread.join()
+        for lane in lanes:
+            lane.close()
+        raise
+    for thread in starting:
+        thread.join()
+
+
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True,
           shard: Shard | None = None, files_required: bool = True, repeat: int = 1, strip_prefix: str = "",
@@ -138,26 +159,10 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
             print(f"{lab.name}: each lane's log goes to {out / DEBUG_FOLDER}/", file=stream, flush=True)
         lanes = [Lane(lab, limits, replay, files_required, out / DEBUG_FOLDER / f"lane-{n}.log" if debug else None)
                  for n in range(1, max(1, min(jobs, len(todo))) + 1)]
-        # The first lane proves the environment, then grades (its replay warm); the others start meanwhile.
-        starting = [threading.Thread(target=lane.start) for lane in lanes[1:]]
-        for thread in starting:
-            thread.start()
         again = why_again(lab.name, changed)
         if again:
             print(again, file=stream, flush=True)  # before the progress, which it explains
-        if read_stamp(out / REFERENCE_PROOF) != provenance:  # a few seconds: say why nothing moves yet
-            print(f"{lab.name}: grading the reference solution first (it proves this machine gives full marks)",
-                  file=stream, flush=True)
-        try:
-            prove_environment(lab, out, provenance, lanes[0], staging)
-        except BaseException:
-            for thread in starting:
-                thread.join()
-            for lane in lanes:
-                lane.close()
-            raise
-        for thread in starting:
-            thread.join()
+        start_proven(lab, out, provenance, lanes, staging, stream)
         similar = prepare_reports_meanwhile(lab, staged_folders, class_files)
         seen = grade_in_lanes(lab, todo, out, lanes, Progress(lab.name, len(todo), stream))
         records = [read_record(student_folder(out, s.student)) for s in cohort]

@@ -18,6 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from autograder.kinds import FailureKind
 from autograder.text import printable
 
 # A request's "seed" that leaves the worker's RNG where the previous request left it.
@@ -178,7 +179,7 @@ class WorkerError:
     happened while a module was loading (a time-out then lists in ``loading`` the files that never
     finished)."""
 
-    kind: object = "exception"
+    kind: object = FailureKind.EXCEPTION
     type: str = ""
     message: str = "failed"
     where: str = ""
@@ -195,13 +196,13 @@ class WorkerError:
     @classmethod
     def from_wire(cls, said, where: str) -> WorkerError:
         """What the judge keeps of a worker's error: its text is the student's, escaped and cut as such;
-        the kind as said (the judge decides which it believes)."""
+        the kind as said (the judge decides which it believes: FailureKind.reported_by_worker)."""
         said = said if isinstance(said, dict) else {}
         text = {key: printable(str(said.get(key, default)))[:4000] for key, default in
                 (("message", "failed"), ("type", ""), ("where", where), ("trace", ""), ("file", ""), ("phase", ""),
                  ("called_from", ""))}
         loading = said.get("loading")
-        return cls(said.get("kind", "exception"), **{**text, "called_from": text["called_from"][:200]},
+        return cls(said.get("kind", FailureKind.EXCEPTION), **{**text, "called_from": text["called_from"][:200]},
                    line=_number(said.get("line")),
                    loading=tuple(printable(str(f))[:200] for f in loading[:10]) if isinstance(loading, list) else ())
 

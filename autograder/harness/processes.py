@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder.harness import cgroup, sandbox
+from autograder.harness import cgroup, sandbox, worker_uids
 from autograder.harness.codec import decode_frame, encode, read_frame_bytes
 from autograder.harness.messages import Configure, Hello
 from autograder.harness.zygote_client import Zygote, parent_of
@@ -190,7 +190,7 @@ class WorkerProcess:
             os.close(self.pidfd)
             self.pidfd = None
         if self.uid is not None and not self.in_own_pid_namespace():  # back-stop: a scan of /proc, 6 ms
-            sandbox.sweep(range(self.uid, self.uid + 1))
+            worker_uids.sweep(range(self.uid, self.uid + 1))
         if self.cgroup is not None:  # empty now: its processes are gone
             self.cgroup.remove()
         try:

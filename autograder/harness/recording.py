@@ -48,7 +48,7 @@ class Recording:
     def replayable(self) -> bool:
         """Did every call get an answer from the student's code (no time-out, no crash: both depend
         on timing)? Only such a run depends on nothing but the answers and the sources."""
-        return all(c.outcome.answer and (c.outcome.error or ("",))[0] not in (FailureKind.CRASHED, FailureKind.TIMEOUT)
+        return all(c.outcome.answer and not (c.outcome.error and FailureKind(c.outcome.error[0]).meaning.timing)
                    for c in self.calls)
 
 

@@ -36,48 +36,29 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
-import fcntl
 import functools
 import json
 import os
-import pwd
 import resource
 import select
 import signal
 import socket
-import sys
 import tempfile
 import traceback
 from dataclasses import dataclass, field
 
 import pyseccomp as seccomp
-from landlock import Ruleset  # imported here, once in the zygote, not in every worker (8 ms each)
-from landlock.plumbing import FSAccess
 
 from autograder.harness import cgroup
+from autograder.harness.worker_uids import UidPool
+from autograder.harness.file_view import enter_view, outside_folders, prove_files_confined, read_roots, restrict_files
+from autograder.harness.syscalls import (CAP_LAST, CLONE_NEWCGROUP, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER,
+                                         CLONE_NEWUTS, LINUX_CAPABILITY_VERSION_3, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS,
+                                         PR_SET_PDEATHSIG, CapData, CapHeader, check, libc, prctl, unshare)
 from autograder.limits import DEFAULTS, Limits
 from autograder.results import FILE_CONFINEMENT
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWCGROUP = 0x02000000
-CLONE_NEWUTS = 0x04000000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
-SYS_PIVOT_ROOT = 155  # x86_64 and the generic table agree on none; x86_64 is what the kit runs on
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
-LINUX_CAPABILITY_VERSION_3 = 0x20080522
-CAP_LAST = 63
 
-# Worker user ids: blocks of UIDS_PER_BLOCK, one block per judge process, claimed with a lock
-# file so two judges on one machine (two lanes, or two grading runs) never share a user id.
-UID_BASE = 0x20000000
-UIDS_PER_BLOCK = 1 << 16
-UID_BLOCKS = 4096
 
 PID_NAMESPACE = "a PID namespace of its own"
 FILE_VIEW = "a file system view of its own (Python, libraries, its submission, scratch, own /proc)"
@@ -90,8 +71,6 @@ SYSTEM_CALL_FILTER = "a system call filter (Unix sockets only, no listening, no 
 REFUSED_SYSTEM_CALLS = ("listen", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "keyctl", "add_key",
                         "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "ptrace",
                         "process_vm_readv", "process_vm_writev", "kexec_load", "init_module", "finit_module")
-# The device nodes a worker may open; everything else under /dev stays out of its view.
-DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 # The environment a worker starts from (HOME and TMPDIR are its scratch folder).
 ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1",
                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
@@ -133,38 +112,6 @@ class Confinement:
     files_required: bool = True  # serve nothing unless the file confinement is proven (False: --no-confinement)
 
 
-# -- system calls -------------------------------------------------------------------------------
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def prctl(option: int, value: int) -> None:
-    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
-
-
-def unshare(flags: int) -> None:
-    _check(_libc.unshare(flags), "unshare")
-
-
-def mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
-    encode = lambda s: None if s is None else s.encode()  # noqa: E731
-    _check(_libc.mount(encode(source), target.encode(), encode(kind), flags, encode(data)), f"mount {target}")
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
 # -- the three processes ------------------------------------------------------------------------
 def spawn(confinement: Confinement, worker_socket, output, serve) -> int:
     """Fork a sandboxed worker that runs ``serve(report)`` on ``worker_socket``, printing into
@@ -180,7 +127,7 @@ def spawn(confinement: Confinement, worker_socket, output, serve) -> int:
     finally:
         os.close(zygote)
         if separate:  # later forks of the zygote (and so the next unshare) start from its own again
-            _check(_libc.setns(_zygote_pid_namespace(), CLONE_NEWPID), "setns")
+            check(libc.setns(_zygote_pid_namespace(), CLONE_NEWPID), "setns")
     return worker
 
 
@@ -311,134 +258,11 @@ def close_all_but(*keep: int) -> None:
     os.closerange(start, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 
 
-# -- the file system view -----------------------------------------------------------------------
-PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the kit's autograder/: the worker's own code
-
-
-@functools.cache  # the same for every worker: computed once, in the zygote
-def read_roots() -> list[str]:
-    """What a worker may read besides its submission: Python, its packages, the system's libraries
-    and the worker's own code (the kit's ``autograder/``, no checks)."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             "/usr/lib", "/usr/lib64", "/lib", "/lib64", PACKAGE}
-    roots |= {path for path in sys.path if path.endswith("site-packages")}
-    return sorted(os.path.realpath(r) for r in roots if os.path.exists(r))
-
-
-def outermost(paths: list[str]) -> list[str]:
-    """``paths`` without those inside another one of them."""
-    kept: list[str] = []
-    for path in sorted(set(paths)):
-        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(path)
-    return kept
-
-
-def enter_view(confinement: Confinement) -> None:
-    """Make the root a tmpfs holding only what the worker needs, at the same paths as outside."""
-    view = confinement.view
-    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
-    mount("tmpfs", view, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-
-    def bind(source: str, writable: bool = False, device: bool = False) -> None:
-        target = view + source
-        if os.path.isdir(source):
-            os.makedirs(target, mode=0o755, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-            open(target, "a").close()
-        mount(source, target, None, MS_BIND | MS_REC)
-        flags = MS_BIND | MS_REMOUNT | MS_NOSUID | (0 if device else MS_NODEV) | (0 if writable else MS_RDONLY)
-        mount(None, target, None, flags)
-
-    for root in outermost([*read_roots(), confinement.submission]):
-        bind(root)
-    for link in ("/lib", "/lib64", "/bin"):  # the loader's paths are links to /usr on merged-/usr systems
-        if os.path.islink(link) and not os.path.lexists(view + link):
-            os.symlink(os.readlink(link), view + link)
-    # Scratch is a small tmpfs of its own: it vanishes with the namespace, and its size and file
-    # count are capped (the file size limit caps one file, not how many).
-    os.makedirs(view + confinement.scratch, mode=0o755, exist_ok=True)
-    mount("tmpfs", view + confinement.scratch, "tmpfs", MS_NOSUID | MS_NODEV,
-          f"size={DEFAULTS.scratch_bytes},nr_inodes={DEFAULTS.scratch_files},mode=0700" +
-          (f",uid={confinement.uid},gid={confinement.uid}" if confinement.uid is not None else ""))
-    for device in DEVICES:
-        if os.path.exists(device):
-            bind(device, device=True)
-    os.makedirs(view + "/proc", mode=0o555)
-    mount("proc", view + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this namespace's processes only
-    old = view + "/.old-root"
-    os.mkdir(old)
-    _check(_libc.syscall(SYS_PIVOT_ROOT, view.encode(), old.encode()), "pivot_root")
-    os.chdir("/")
-    _check(_libc.umount2(b"/.old-root", MNT_DETACH), "umount old root")
-    os.rmdir("/.old-root")
-    mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-
-def restrict_files(readable: list[str], writable: list[str]) -> None:
-    # landlock 1.0.0.dev5 takes a call as failed whenever ctypes' errno is not 0, not when it returns
-    # -1: a mount that failed just before (without root) would make every Landlock call "fail".
-    ctypes.set_errno(0)
-    ruleset = Ruleset()
-    read = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
-    for path in [*readable, "/proc"]:
-        if os.path.exists(path):
-            ruleset.allow(path, rules=read if os.path.isdir(path) else FSAccess.READ_FILE | FSAccess.EXECUTE)
-    for device in DEVICES:
-        if os.path.exists(device):
-            ruleset.allow(device, rules=FSAccess.READ_FILE | FSAccess.WRITE_FILE)
-    for path in writable:
-        ruleset.allow(path, rules=FSAccess.all() if os.path.isdir(path) else FSAccess.all_file())
-    ruleset.apply()
-
-
-def outside_folders(confinement: Confinement) -> list[str]:
-    """Folders a worker must not see into: the grader's home, the kit's folder (checks, reference
-    solution), and those holding its own copy and scratch (another submission's copy, the judge's files)."""
-    home = pwd.getpwuid(os.getuid()).pw_dir
-    return [home, os.path.dirname(PACKAGE), os.path.dirname(confinement.submission),
-            os.path.dirname(confinement.scratch)]
-
-
 def unconfined_message(finding: str, missing: list[str]) -> str:
     """Why a worker refuses to serve, in the grader's words: what the probe found, what failed, the ways out."""
     failed = [m.splitlines()[0] for m in missing[:-1] if any(word in m for word in ("view", "namespace", "landlock"))]
     return (f"this machine cannot confine student code's files: {finding}, and so could student code "
             f"({'; '.join(failed) or 'every mechanism started'}). {WAYS_OUT}")
-
-
-def prove_files_confined(confinement: Confinement, outside: list[str], own_view: bool) -> None:
-    """Raise unless, now, every folder of ``outside`` lists nothing but a way to what the worker may
-    read (or cannot be listed), and no file can be made in them, in its copy or at the root, nor its
-    copy's mode changed. Without root, only a view of its own counts: under the grader's own user id,
-    Landlock alone leaves the grader's files' modes, its Unix sockets and its processes in reach."""
-    if confinement.uid is None and not own_view:
-        raise PermissionError("without root, only a file system view of its own (a user namespace) confines a "
-                              "worker: Landlock alone leaves chmod, the grader's sockets and its processes in reach")
-    allowed = [*read_roots(), confinement.submission, confinement.scratch]
-    for folder in outside:
-        try:
-            seen = set(os.listdir(folder))
-        except OSError:
-            seen = set()
-        ways_in = {os.path.relpath(path, folder).split(os.sep)[0] for path in allowed
-                   if path.startswith(folder.rstrip("/") + "/")}
-        if seen - ways_in:
-            raise PermissionError(f"a worker could list {folder}")
-    for folder in {*outside, confinement.submission, "/"}:
-        try:
-            made = os.open(os.path.join(folder, ".confinement-probe"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except OSError:
-            continue
-        os.close(made)
-        os.unlink(os.path.join(folder, ".confinement-probe"))
-        raise PermissionError(f"a worker could write in {folder}")
-    try:
-        os.chmod(confinement.submission, 0o755)
-    except OSError:
-        return
-    raise PermissionError(f"a worker could change the mode of {confinement.submission}")
 
 
 # -- resources and identity ---------------------------------------------------------------------
@@ -463,7 +287,7 @@ def limit_resources(limits: Limits, counted: bool, ceiling: bool, own_uid: bool)
 def drop_bounding_set() -> None:
     """No capability can come back, not even through an exec (the view is mounted nosuid too)."""
     for cap in range(CAP_LAST + 1):
-        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such cap
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: no such cap
             raise OSError(ctypes.get_errno(), f"dropping capability {cap} from the bounding set")
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
@@ -474,8 +298,8 @@ def drop_capabilities() -> None:
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         return
     drop_bounding_set()
-    header, data = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
-    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    header, data = CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (CapData * 2)()
+    check(libc.capset(ctypes.byref(header), data), "capset")
     if _capabilities_left():
         raise OSError("capabilities left after capset")
 
@@ -511,67 +335,6 @@ def _capabilities_left() -> bool:
     with open("/proc/self/status") as status:
         fields = dict(line.split(":\t", 1) for line in status if ":\t" in line)
     return any(int(fields[name], 16) for name in ("CapEff", "CapPrm", "CapAmb"))
-
-
-def uid_block_lock(block: int) -> str:
-    """The file whose lock (``flock``) a judge holds while it hands out the user ids of ``block``."""
-    return os.path.join(tempfile.gettempdir(), f"autograder-worker-uids-{block}.lock")
-
-
-class UidPool:
-    """Fresh user ids for this judge process's workers, never handed out twice in its life."""
-
-    def __init__(self):
-        self.lock, self.next, self.end = None, 0, 0
-
-    def take(self) -> int:
-        if self.next >= self.end:
-            self._claim_block()
-        uid, self.next = self.next, self.next + 1
-        return uid
-
-    def _claim_block(self) -> None:
-        for block in range(UID_BLOCKS):
-            lock = open(uid_block_lock(block), "a")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.close()
-                continue
-            if self.lock is not None:
-                self.lock.close()
-            self.lock = lock  # held (open) as long as this process lives
-            self.next = UID_BASE + block * UIDS_PER_BLOCK
-            self.end = self.next + UIDS_PER_BLOCK
-            sweep(range(self.next, self.end))  # the block may have been another run's: nothing of it may still run
-            cgroup.remove_left_over(range(self.next, self.end))
-            return
-        raise OSError("no free block of worker user ids")
-
-
-def sweep(uids: range, rounds: int = 20) -> int:
-    """Kill every process running as one of ``uids`` in this PID namespace; return how many were found.
-    Back-stop for machines without PID namespaces: a worker's processes die with its namespace, and one
-    in another PID namespace (a container's grader with the same block of user ids) is not ours."""
-    found, ours = 0, os.stat("/proc/self/ns/pid").st_ino
-    for _ in range(rounds):
-        pids = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if entry.stat().st_uid in uids and os.stat(f"/proc/{entry.name}/ns/pid").st_ino == ours:
-                        pids.append(int(entry.name))
-                except OSError:
-                    pass
-        if not pids:
-            return found
-        found += len(pids)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    return found
 
 
 class Unconfined(BaseException):

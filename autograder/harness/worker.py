@@ -8,8 +8,8 @@ goes to a log, never into the answer channel. Every request starts from the same
 not depend on which calls came before it.
 
 The requests and answers are declared in :mod:`autograder.harness.messages`; each kind of request is served by
-the method :data:`SERVE` names for it. An error answer says what went wrong in ``kind`` (``not_implemented``,
-``exception``, ``memory``, ``import``, ``missing``, ``timeout``, ``forbidden``, ``bad_value``, ``bad_request``).
+the method :data:`SERVE` names for it. An error answer says what went wrong in ``kind`` (one a worker may
+name, :data:`autograder.kinds.KINDS`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from autograder.harness.messages import (CONTINUE_STREAM, Answered, Build, Call,
                                          MessageError, Method, Request, WorkerError)
 from autograder.harness.stand_ins import StandIns
 from autograder.harness.tracebacks import describe_exception, failing_line, innermost_student_code, student_frames
+from autograder.kinds import FailureKind
 from autograder.limits import DEFAULTS
 
 DEFAULT_SEED = 0
@@ -38,7 +39,7 @@ class RequestError(Exception):
     """A request the worker cannot serve (missing module or name, a module that does not import,
     bad handle, bad value); ``fields`` go into the error answer as they are."""
 
-    def __init__(self, kind: str, message: str, where: str = "", **fields):
+    def __init__(self, kind: FailureKind, message: str, where: str = "", **fields):
         super().__init__(message)
         self.kind, self.where, self.fields = kind, where, fields
 
@@ -68,7 +69,7 @@ class Worker:
         if name in self.broken_imports:
             raise self.broken_imports[name]
         if not os.path.isfile(os.path.join(self.root, name + ".py")):
-            raise RequestError("missing", f"{name}.py is missing from the submission", name, file=f"{name}.py")
+            raise RequestError(FailureKind.MISSING, f"{name}.py is missing from the submission", name, file=f"{name}.py")
         try:
             return importlib.import_module(name)
         except (CallTimeout, ImportRefused):
@@ -77,7 +78,7 @@ class Worker:
             file, line = failing_line(exc, self.root)
             place = f" (at {file} line {line})" if line else ""
             self.broken_imports[name] = RequestError(
-                "import", f"{name}.py could not be imported: {describe_exception(exc, bool(line))}{place}", name,
+                FailureKind.IMPORT, f"{name}.py could not be imported: {describe_exception(exc, bool(line))}{place}", name,
                 file=file or f"{name}.py", line=line, type=type(exc).__name__, phase="import")
             raise self.broken_imports[name] from None
 
@@ -85,14 +86,14 @@ class Worker:
         module_name, _, attr = str(target).partition(".")
         module = self.module(module_name)
         if not attr or not hasattr(module, attr):
-            raise RequestError("missing", f"{module_name}.py defines no `{attr}`", target)
+            raise RequestError(FailureKind.MISSING, f"{module_name}.py defines no `{attr}`", target)
         return getattr(module, attr)
 
     def handle(self, handle_id) -> torch.nn.Module:
         try:
             return self.handles[int(handle_id)]
         except (KeyError, TypeError, ValueError):
-            raise RequestError("bad_request", f"no object with handle {handle_id!r} (was the worker restarted?)") from None
+            raise RequestError(FailureKind.BAD_REQUEST, f"no object with handle {handle_id!r} (was the worker restarted?)") from None
 
     # -- values ---------------------------------------------------------------------------
     def materialise(self, value):
@@ -157,7 +158,7 @@ class Worker:
         args, kwargs = self.materialise(list(request.args)), self.materialise(dict(request.kwargs))
         module = self.handle(request.handle)
         if request.name not in METHODS:
-            raise RequestError("bad_request", f"method {request.name!r} is not available")
+            raise RequestError(FailureKind.BAD_REQUEST, f"method {request.name!r} is not available")
         return self.publish(METHODS[request.name](self, module, args, kwargs))
 
     def stand_in(self, module: torch.nn.Module, parts: dict, source: str, arguments: dict) -> None:
@@ -178,7 +179,7 @@ class Worker:
             out = self.resolve(request.target)(*passed, **kwargs)
             params = {}
         if not isinstance(out, torch.Tensor):
-            raise RequestError("exception", f"expected a tensor to backpropagate through, got {type(out).__name__}")
+            raise RequestError(FailureKind.EXCEPTION, f"expected a tensor to backpropagate through, got {type(out).__name__}")
         upstream = request.upstream
         if not out.requires_grad:
             return {"output": out, "inputs": [None] * len(inputs), "parameters": {k: None for k in params}}
@@ -218,7 +219,7 @@ def submodule(module: torch.nn.Module, name: str) -> torch.nn.Module:
     try:
         return module.get_submodule(name)
     except AttributeError as exc:
-        raise RequestError("missing", f"no submodule {name!r}: {exc}") from None
+        raise RequestError(FailureKind.MISSING, f"no submodule {name!r}: {exc}") from None
 
 
 
@@ -259,7 +260,7 @@ def structure(module: torch.nn.Module) -> dict:
 
 def error_answer(exc: BaseException, request: Request | None, root: str, timeout: float) -> dict:
     where = str(getattr(request, "target", "") or getattr(request, "name", ""))
-    answer = {"kind": "exception", "type": type(exc).__name__, "message": describe_exception(exc), "where": where,
+    answer = {"kind": FailureKind.EXCEPTION, "type": type(exc).__name__, "message": describe_exception(exc), "where": where,
               "trace": "", "file": "", "line": 0, "phase": ""}
     if isinstance(exc, RequestError):
         return {**answer, "type": "", "kind": exc.kind, "message": str(exc), "where": exc.where or where, **exc.fields}
@@ -274,18 +275,18 @@ def error_answer(exc: BaseException, request: Request | None, root: str, timeout
             loading = list(dict.fromkeys(f.filename for f in frames if f.name == "<module>"))
             message = (f"a loop at import time in {answer['file']} (line {answer['line']}): "
                        f"{' and '.join(loading)} never finished loading in {timeout:g} s")
-            return {**answer, "kind": "timeout", "type": "", "message": message, "loading": loading}
+            return {**answer, "kind": FailureKind.TIMEOUT, "type": "", "message": message, "loading": loading}
         running = f": it was still running {answer['file']} line {answer['line']}" if frames else ""
-        return {**answer, "kind": "timeout", "type": "", "message": f"{where} did not finish in {timeout:g} s{running}"}
+        return {**answer, "kind": FailureKind.TIMEOUT, "type": "", "message": f"{where} did not finish in {timeout:g} s{running}"}
     if isinstance(exc, Forbidden):
-        return {**answer, "kind": "forbidden", "type": "", "message": str(exc)}
+        return {**answer, "kind": FailureKind.FORBIDDEN, "type": "", "message": str(exc)}
     if isinstance(exc, NotImplementedError) and frames:
         # Name the stub that raised ("module.Layer"), not the call that led there.
         code = innermost_student_code(exc, root)
         stub = f"{os.path.splitext(os.path.basename(code.co_filename))[0]}.{code.co_qualname.removesuffix('.__init__')}"
-        return {**answer, "kind": "not_implemented", "message": f"not implemented yet: {stub}", "where": stub}
+        return {**answer, "kind": FailureKind.NOT_IMPLEMENTED, "message": f"not implemented yet: {stub}", "where": stub}
     answer["trace"] = "".join(traceback.format_list(frames[-5:]))[-3000:]
-    return {**answer, "kind": "memory"} if isinstance(exc, MemoryError) else answer
+    return {**answer, "kind": FailureKind.MEMORY} if isinstance(exc, MemoryError) else answer
 
 
 def run(root: str, sock: socket.socket, report=None) -> None:
@@ -315,7 +316,7 @@ def run(root: str, sock: socket.socket, report=None) -> None:
         try:
             request = Request.from_wire(wire)
         except MessageError as exc:
-            request, frame = None, encode(WorkerError(**error_answer(RequestError("bad_request", str(exc)), None, "",
+            request, frame = None, encode(WorkerError(**error_answer(RequestError(FailureKind.BAD_REQUEST, str(exc)), None, "",
                                                                      0.0)).to_wire())
         else:
             frame = answer(worker, request)
@@ -345,6 +346,6 @@ def answer(worker: Worker, request: Request) -> bytes:
 
 def bad_value(request: Request | None, message: str) -> bytes:
     """The error answer for a result that cannot go back to the judge."""
-    return encode(WorkerError(**{"kind": "bad_value", "type": "", "message": message,
+    return encode(WorkerError(**{"kind": FailureKind.BAD_VALUE, "type": "", "message": message,
                                  "where": str(getattr(request, "target", "")), "trace": "", "file": "", "line": 0,
                                  "phase": ""}).to_wire())

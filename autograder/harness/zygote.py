@@ -26,13 +26,13 @@ import socket
 import sys
 from pathlib import Path
 
-from autograder.harness import sandbox
+from autograder.harness import file_view, sandbox, syscalls
 
 
 def tie_to(judge: int) -> None:
     """End with the judge (pid ``judge``, our parent), and with it every sandbox; at once if it has
     ended already."""
-    sandbox.prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL)
+    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != judge:  # it ended before the line above
         os._exit(0)
 
@@ -99,7 +99,7 @@ def prepare() -> None:
     own checks then find it ready too)."""
     torch.set_num_threads(1)  # before the first operation and any fork: tiny tensors, and lanes fill the cores
     warm_up()
-    sandbox.read_roots()  # resolved once here; every worker inherits the answer
+    file_view.read_roots()  # resolved once here; every worker inherits the answer
     # What is loaded so far lives as long as the process: out of the collector's way, so that no
     # collection walks torch's objects (in the judge, hypothesis runs one per process) nor writes
     # to the pages a worker or the judge shares with the zygote (a worker, a student's code runs any).

@@ -19,7 +19,7 @@ import sys
 import time
 
 from autograder.course import KIT_ROOT
-from autograder.harness import sandbox
+from autograder.harness import sandbox, worker_uids
 from autograder.limits import DEFAULTS
 
 
@@ -86,7 +86,7 @@ class Zygote:
     def __init__(self, control: socket.socket, proc: subprocess.Popen | ForkedChild):
         self.control, self.proc = control, proc
         self.requests = itertools.count(1)
-        self.uids = sandbox.UidPool() if os.getuid() == 0 else None
+        self.uids = worker_uids.UidPool() if os.getuid() == 0 else None
         self.ready = False  # it has answered once (wait_ready)
 
     @classmethod

@@ -43,9 +43,6 @@ from autograder.results import FailureKind
 
 CATALOGUE = "misconceptions.toml"
 
-# Errors that say something about the student's concept (an exception in their code). A stub,
-# a missing module, a time-out or a crash says nothing a mutant could share.
-DIAGNOSABLE_ERRORS = {FailureKind.EXCEPTION}
 COMPARISONS_KEPT = 16384  # one bool each: a class's distinct wrong answers, times a part's mutants, fit
 
 # How close a student's tensor must be to a mutant's to count as the same answer: a mistake
@@ -163,7 +160,7 @@ class Diagnoser:
         evidence either way.
         """
         evidence = [calls for calls in checks if calls and not any(
-            c.outcome.error and c.outcome.error[0] not in DIAGNOSABLE_ERRORS for c in calls)]
+            c.outcome.error and not FailureKind(c.outcome.error[0]).meaning.diagnosable for c in calls)]
         try:
             telling = [any(calls is seen for seen in evidence) and self.tells(part, calls) for calls in checks]
             mutants = self.catalogue.get(part, [])
@@ -214,7 +211,7 @@ class Diagnoser:
             try:
                 value = mutant.request(request, wrap=False)
             except StudentError as error:
-                if error.kind not in DIAGNOSABLE_ERRORS:  # the mutant's own worker failed: it tells nothing
+                if not error.kind.meaning.diagnosable:  # the mutant's own worker failed: it tells nothing
                     raise Undetermined(str(error)) from None
                 if outcome.error != (error.kind, error.type_name):
                     return index

@@ -32,12 +32,13 @@ from autograder.harness.remote import RemoteCode, StandInCode, StudentError
 from autograder.harness.sandbox import Unconfined
 from autograder.judge.checks import CheckFailure
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence, stand_ins
-from autograder.judge.internals import rules_for, scan_submission, submission_loads
+from autograder.judge.internals import scan_submission, submission_loads
+from autograder.judge.reach_rules import rules_for
 from autograder.judge.misconceptions import shared_diagnoser
 from autograder.judge.replay import Replays
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, add_options, from_options
-from autograder.results import (STOPPING, UNCONFINED_WARNING, CheckResult, Diagnosis, Failure, FailureKind, RunResults,
+from autograder.results import (UNCONFINED_WARNING, CheckResult, Diagnosis, Failure, FailureKind, RunResults,
                                 StandIn, files_unconfined, total, write_run)
 from autograder.text import printable
 
@@ -344,7 +345,7 @@ def verdict_of(excinfo) -> BaseException:
         if not leaves:
             break
         error = min(leaves, key=lambda e: (not isinstance(e, BaseExceptionGroup),
-                                           not (isinstance(e, StudentError) and e.kind in STOPPING),
+                                           not (isinstance(e, StudentError) and e.kind.meaning.stops),
                                            not isinstance(e, StudentError)))
     return error
 
@@ -352,7 +353,7 @@ def verdict_of(excinfo) -> BaseException:
 def grader_error_message(excinfo) -> str:
     """A check that broke on the grader's side, told without the grader's traceback or paths."""
     return (f"this check could not judge your code: it failed on the grader's side ({excinfo.typename}); "
-            "your instructor's grades name it (status: a check broke)")
+            f"your instructor's grades name it (status: {FailureKind.CHECK_ERROR.meaning.status})")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -419,7 +420,7 @@ def first_failures(failed: list[CheckResult]) -> tuple[list[CheckResult], dict[s
         if failure is not None and failure.kind == FailureKind.NOT_IMPLEMENTED:
             stubs[failure.where or check.name] = stubs.get(failure.where or check.name, 0) + 1
             continue
-        key = failure.where if failure is not None and failure.kind != FailureKind.WRONG and failure.where else "values"
+        key = failure.where if failure is not None and not failure.kind.meaning.verdict and failure.where else "values"
         if key not in seen:
             seen.add(key)
             shown.append(check)
@@ -428,22 +429,13 @@ def first_failures(failed: list[CheckResult]) -> tuple[list[CheckResult], dict[s
 
 def hint(check: CheckResult) -> str:
     """What to look at next for a failed check: the concept behind the known mistake it matches,
-    what to do about a stub, an import error or a time-out, else what the check verifies."""
+    its kind's hint (a stub, an import error, a time-out), else what the check verifies."""
     if check.diagnoses:
         return check.diagnoses[0].hint
     failure = check.failure or Failure(FailureKind.CHECK_ERROR)
-    if failure.kind == FailureKind.NOT_IMPLEMENTED:
-        return (f"{failure.where} still raises NotImplementedError; its docstring states the contract "
-                "(shapes, dtype, what to return).")
-    if failure.kind == FailureKind.IMPORT:
-        return f"the module does not import: see {failure.file or 'it'} line {failure.line or '?'}; " \
-               "`python <module>.py` shows the error too."
-    if failure.kind == FailureKind.TIMEOUT:
-        return "look for a loop that never ends (or work that grows much faster than the input)."
-    if failure.kind == FailureKind.CRASHED:
-        return "the process running your code ended: look for os._exit, sys.exit at the top level, or a native crash."
-    if failure.kind == FailureKind.MEMORY:
-        return "your code used too much memory: look for a tensor that grows with every loop, or a huge shape."
+    if failure.kind.meaning.hint:
+        return failure.kind.meaning.hint.format(where=failure.where or "it", file=failure.file or "it",
+                                                line=failure.line or "?")
     return f"this check verifies: {check.about}" if check.about else "compare your result with the docstring."
 
 

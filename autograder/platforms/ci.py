@@ -57,19 +57,19 @@ def junit_xml(lab: Lab, record: SubmissionResult) -> bytes:
     """One test case per check (class name: its part); a wrong value is a failure, any other way of
     failing (an exception, a time-out, a stub) an error."""
     suite = ET.Element("testsuite", name=lab.name, tests=str(len(record.checks)),
-                       failures=str(sum(not c.passed and kind(c) == FailureKind.WRONG for c in record.checks)),
-                       errors=str(sum(not c.passed and kind(c) != FailureKind.WRONG for c in record.checks)))
+                       failures=str(sum(not c.passed and kind(c).meaning.verdict for c in record.checks)),
+                       errors=str(sum(not c.passed and not kind(c).meaning.verdict for c in record.checks)))
     for check in record.checks:
         case = ET.SubElement(suite, "testcase", classname=f"{lab.name}.{check.part}", name=check.name)
         if not check.passed:
-            tag = "failure" if kind(check) == FailureKind.WRONG else "error"
+            tag = "failure" if kind(check).meaning.verdict else "error"
             ET.SubElement(case, tag, message=check.message.split("\n")[0][:300], type=str(kind(check))).text = check.message
     root = ET.Element("testsuites")
     root.append(suite)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-def kind(check: CheckResult) -> str:
+def kind(check: CheckResult) -> FailureKind:
     return check.failure.kind if check.failure else FailureKind.WRONG
 
 

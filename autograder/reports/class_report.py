@@ -18,13 +18,11 @@ from autograder.reports.check_statistics import check_statistics
 from autograder.reports.feedback import TEMPLATES, state
 from autograder.reports.histogram import histogram_svg
 from autograder.reports.records import problem, upload_problems
-from autograder.results import TROUBLE, UNCONFINED_WARNING, FailureKind, SubmissionResult
+from autograder.kinds import BELOW, INTEGRITY, NEEDS, NOT_GRADED, STRUGGLING, Flag
+from autograder.results import UNCONFINED_WARNING, SubmissionResult
 from autograder.text import one_line
 
 
-# Why a student needs a look, most urgent first: the rank orders the list (then the total, lowest first).
-NEEDS = ("could not be graded in full", "struggling", "well below the class", "integrity")
-NOT_GRADED, STRUGGLING, BELOW, INTEGRITY = NEEDS
 # A part a student struggles with earns less than this share of its points (a known mistake that costs
 # 7 of 15 is trouble worth acting on); a total well below the class is in its lowest quarter and below
 # this share of the lab's points.
@@ -47,21 +45,21 @@ def flags(record: SubmissionResult, low: float | None = None) -> list[dict]:
     broken: dict[str, str] = {}  # "did not import: <module>.py line N" (as the status says it): its part
     for check in failed:
         found = problem(check.failure)
-        if found and found[0] in ("did not import", "missing"):
+        if found and flag_of(check) == Flag.NAMED:
             broken.setdefault(f"{found[0]}: {found[1]}", check.part)
     for text, part in broken.items():
-        say(NOT_GRADED, text, f"#part-{part}")
+        say(Flag.NAMED.need, text, f"#part-{part}")
     notes = upload_problems(record.notes)
     if notes:
         say(NOT_GRADED, f"upload: {notes[0]}" + (f" (and {len(notes) - 1} more notes)" if len(notes) > 1 else ""))
-    lost = sum(c.points for c in failed if c.kind in TROUBLE)
+    lost = sum(c.points for c in failed if flag_of(c) == Flag.POINTS_LOST)
     if lost:
-        say(NOT_GRADED, f"lost {lost:g} points to time-outs or crashes")
+        say(Flag.POINTS_LOST.need, f"lost {lost:g} points to time-outs or crashes")
     said_of = {part for part in broken.values()}
     untouched = [p.id for p in record.parts.values()
-                 if p.checks and all(c.kind == FailureKind.NOT_IMPLEMENTED for c in p.checks)]
+                 if p.checks and all(flag_of(c) == Flag.NOT_STARTED for c in p.checks)]
     if untouched:
-        say(STRUGGLING, f"not started: {', '.join(untouched)}", f"#part-{untouched[0]}")
+        say(Flag.NOT_STARTED.need, f"not started: {', '.join(untouched)}", f"#part-{untouched[0]}")
     for part in record.parts.values():
         if part.id in said_of or part.id in untouched or not part.checks or part.points >= LOW_SHARE * part.max_points:
             continue
@@ -78,6 +76,11 @@ def flags(record: SubmissionResult, low: float | None = None) -> list[dict]:
     if public and hidden and all(c.passed for c in public) and sum(c.passed for c in hidden) < len(hidden) / 2:
         say(INTEGRITY, "passes every public check, fails most hidden ones")
     return said
+
+
+def flag_of(check) -> Flag | None:
+    """How the class report flags a failed check by its kind (None: the points say it)."""
+    return check.kind.meaning.flag if check.kind and not check.passed else None
 
 
 def why_low(part) -> str:

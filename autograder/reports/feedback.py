@@ -20,7 +20,7 @@ from autograder.judge.dependencies import dependencies, dependency_label, depend
 from autograder.lab import Lab
 from autograder.reports.heatmap import heatmap_svg
 from autograder.reports.records import hidden_line
-from autograder.results import NOT_HANDED_IN, SAID_ONCE, UNCONFINED_WARNING, CheckResult, SubmissionResult, total
+from autograder.results import NOT_HANDED_IN, UNCONFINED_WARNING, CheckResult, SubmissionResult, total
 from autograder.text import markdown_block, markdown_span, one_line, printable, relation_sentence
 
 # Every value a page shows is made printable, then escaped: autoescape alone leaves control and
@@ -55,7 +55,7 @@ def diagnosis(check: CheckResult) -> tuple:
 
 def once_per_fact(failed: list[CheckResult]) -> list[dict]:
     """The failed public checks as the feedback lists them: one entry each, except that checks failing
-    with the same message of a kind said once (``results.SAID_ONCE``: a module that does not import,
+    with the same message of a kind said once (``Kind.said_once``: a module that does not import,
     is missing, a function not implemented yet) share the first one's entry (its points summed).
     Wrong answers keep an entry each (their values differ), but a diagnosis is explained once: the
     first check seen to be, say, transposed keeps the sentence and names the others (``same``), the
@@ -69,13 +69,14 @@ def once_per_fact(failed: list[CheckResult]) -> list[dict]:
                  "message": printable(check.message.strip()), "picture": check.failure.picture if check.failure else None,
                  "also": [], "same": []}
         kind = check.kind
-        if kind in SAID_ONCE and (kind, entry["message"]) in first:
+        said_once = kind is not None and kind.meaning.said_once
+        if said_once and (kind, entry["message"]) in first:
             shared = first[kind, entry["message"]]
             shared["also"].append(check.name)
             shared["points"] = round(shared["points"] + check.points, 6)
             shared["about"] = ""  # what one check checks no longer describes the entry
             continue
-        if kind in SAID_ONCE:
+        if said_once:
             first[kind, entry["message"]] = entry
         seen = diagnosis(check)
         if seen in explained:

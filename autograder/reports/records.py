@@ -16,28 +16,22 @@ from autograder.results import (NOT_HANDED_IN, CheckResult, CohortRun, Failure, 
                                 SubmissionResult, files_unconfined)
 from autograder.text import csv_cell, one_line
 
-# Failure kinds that cost points beyond a wrong answer, as the status column names them.
-PROBLEM_NAMES = {FailureKind.TIMEOUT: "timed out", FailureKind.MEMORY: "out of memory",
-                 FailureKind.PROTOCOL: "broke the protocol", FailureKind.BAD_VALUE: "unreadable answer",
-                 FailureKind.TOO_LARGE: "unreadable answer", FailureKind.CHECK_ERROR: "a check broke"}
-
-
 def problem(failure: Failure | None) -> tuple[str, str] | None:
     """How a failed check's failure reads in the status column, as (what went wrong, where); None
-    for the ordinary ones (a wrong answer, an exception, a stub), which the points already say."""
-    if failure is None:
+    for the ordinary ones (a wrong answer, an exception, a stub, a missing name), which the points
+    already say."""
+    label = failure and failure.kind.meaning.status
+    if not label or (failure.kind == FailureKind.MISSING and not failure.file):
         return None
-    kind, where = failure.kind, failure.where or "?"
-    if kind == FailureKind.TIMEOUT and failure.loading:
-        return "timed out", f"loading {', '.join(failure.loading)}"
-    if kind == FailureKind.CRASHED:
+    where = failure.where or "?"
+    if failure.loading:
+        return label, f"loading {', '.join(failure.loading)}"
+    if failure.kind == FailureKind.CRASHED:
         how = failure.signal or (f"exit code {failure.exit_code}" if failure.exit_code is not None else "stopped")
-        return "crashed", f"{where} ({how})"
-    if kind == FailureKind.IMPORT:
-        return "did not import", (failure.file or where) + (f" line {failure.line}" if failure.line else "")
-    if kind == FailureKind.MISSING and failure.file:
-        return "missing", failure.file
-    return (PROBLEM_NAMES[kind], where) if kind in PROBLEM_NAMES else None
+        return label, f"{where} ({how})"
+    if failure.kind in (FailureKind.IMPORT, FailureKind.MISSING):
+        return label, (failure.file or where) + (f" line {failure.line}" if failure.line else "")
+    return label, where
 
 
 # Staging's note on a file a submission holds besides the lab's (a README, a lab.toml): harmless,

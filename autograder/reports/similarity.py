@@ -21,14 +21,14 @@ import statistics
 from pathlib import Path
 
 import numpy as np
+from copydetect.detector import CodeFingerprint, compare_files
+from copydetect.utils import filter_code, get_token_coverage, winnow
 from markupsafe import escape
 from pygments.lexers import PythonLexer
 from pygments.token import Comment, String, Whitespace
 
 from autograder.lab import Lab
 from autograder.reports.staged_code import REFERENCE, module_sources, module_text
-from autograder.reports.copydetect_lite import (CodeFingerprint, compare_files, filter_code, get_token_coverage,
-                                                  winnow)
 from autograder.text import one_line
 
 # copydetect's defaults: fingerprints are 25-character k-grams of the filtered code (each name one
