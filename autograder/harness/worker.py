@@ -313,22 +313,17 @@ def run(root: str, sock: socket.socket, report=None) -> None:
             wire = read_frame(lambda n: recv_exact(sock, n))
         except (EOFError, OSError):
             return
+        sock.sendall(answer(worker, wire))
+
+
+def answer(worker: Worker, wire) -> bytes:
+    """The encoded answer to a request as it came (``wire``): what serving it gave, or what went wrong."""
+    request = None
+    try:
         try:
             request = Request.from_wire(wire)
         except MessageError as exc:
-            request, frame = None, encode(WorkerError(**error_answer(RequestError(FailureKind.BAD_REQUEST, str(exc)), None, "",
-                                                                     0.0)).to_wire())
-        else:
-            frame = answer(worker, request)
-        if len(frame) > DEFAULTS.frame_bytes:  # the judge would refuse it: say why, in the student's terms
-            frame = bad_value(request, f"returned {len(frame) / 2**20:.0f} MiB, more than the "
-                                       f"{DEFAULTS.frame_bytes // 2**20} MiB one call may return")
-        sock.sendall(frame)
-
-
-def answer(worker: Worker, request: Request) -> bytes:
-    """The encoded answer to ``request``: what serving it gave, or what went wrong."""
-    try:
+            raise RequestError(FailureKind.BAD_REQUEST, str(exc)) from None
         signal.setitimer(signal.ITIMER_REAL, worker.timeout)
         try:
             value = worker.serve(request)
@@ -337,11 +332,15 @@ def answer(worker: Worker, request: Request) -> bytes:
             counts, worker.guards.counted, worker.guards.forbidden = worker.guards.counted, {}, frozenset()
             stood_in, worker.stand_ins.events = worker.stand_ins.events, []
             calls, worker.stand_ins.calls = worker.stand_ins.calls, None
-        return encode(Answered(value, counts if request.count else None, calls, stood_in).to_wire())
+        frame = encode(Answered(value, counts if request.count else None, calls, stood_in).to_wire())
     except CodecError as exc:
-        return bad_value(request, f"returned a value the grader cannot read: {exc}")
+        frame = bad_value(request, f"returned a value the grader cannot read: {exc}")
     except BaseException as exc:  # noqa: BLE001 - report everything the student's code raises
-        return encode(WorkerError(**error_answer(exc, request, worker.root, worker.timeout)).to_wire())
+        frame = encode(WorkerError(**error_answer(exc, request, worker.root, worker.timeout)).to_wire())
+    if len(frame) > DEFAULTS.frame_bytes:  # the judge would refuse it: say why, in the student's terms
+        frame = bad_value(request, f"returned {len(frame) / 2**20:.0f} MiB, more than the "
+                                   f"{DEFAULTS.frame_bytes // 2**20} MiB one call may return")
+    return frame
 
 
 def bad_value(request: Request | None, message: str) -> bytes:
