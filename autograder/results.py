@@ -116,6 +116,30 @@ class CheckResult:
     def kind(self) -> FailureKind | None:
         return self.failure.kind if self.failure else None
 
+    def to_json(self) -> dict:
+        """The check as a run's results and a record hold it (one form; a record's copy: :meth:`recorded`). Its
+        known mistakes by id: the part says each one's title and hint (:attr:`PartResult.misconceptions`)."""
+        return {"part": self.part, "name": self.name, "hidden": self.hidden, "points": self.points,
+                "passed": self.passed, "message": self.message, "about": self.about,
+                **({} if self.passed else {"failure": self.failure.data() if self.failure else {},
+                                           "diagnoses": [d.id for d in self.diagnoses]}),
+                **({"stood_in": [dataclasses.asdict(s) for s in self.stood_in]} if self.stood_in else {}),
+                **({"id": self.id} if self.id else {}), **({"replayed": True} if self.replayed else {})}
+
+    @classmethod
+    def from_json(cls, data: dict, known: dict[str, Diagnosis]) -> CheckResult:
+        """The check :meth:`to_json` wrote; ``known``: the mistakes its part says, by id."""
+        return cls(data["part"], data["name"], data["points"], data["passed"], data["hidden"], data["message"],
+                   data.get("about", ""), Failure.from_data(data["failure"]) if data.get("failure") else None,
+                   tuple(known[i] for i in data.get("diagnoses", []) if i in known), data.get("id", ""),
+                   data.get("replayed", False), tuple(StandIn.from_data(s) for s in data.get("stood_in", [])))
+
+    def recorded(self) -> CheckResult:
+        """The check as a record keeps it: without the run's node id and replay, and a hidden check without
+        its message and stand-ins (they name its inputs and their sizes)."""
+        return dataclasses.replace(self, id="", replayed=False,
+                                   **({"message": "", "stood_in": ()} if self.hidden else {}))
+
 
 def total(checks: list[CheckResult], earned: bool = False) -> float:
     """The points ``checks`` are worth (with ``earned``: the points they got)."""
@@ -195,14 +219,7 @@ class SubmissionResult:
                       for p in self.parts.values()},
             "total": self.total, "max_total": self.max_total, "seconds": round(self.seconds, 3),
             "unconfined": self.unconfined,
-            "checks": [{"part": c.part, "name": c.name, "hidden": c.hidden, "points": c.points, "passed": c.passed,
-                        "message": "" if c.hidden else c.message, "about": c.about,
-                        **({} if c.passed else {"failure": c.failure.data() if c.failure else {},
-                                                "diagnoses": [d.id for d in c.diagnoses]}),
-                        # A hidden check's stand-ins are left out with its message (they name its inputs' sizes).
-                        **({"stood_in": [dataclasses.asdict(s) for s in c.stood_in]} if c.stood_in and not c.hidden
-                           else {})}
-                       for c in self.checks],
+            "checks": [c.recorded().to_json() for c in self.checks],
         }
 
     @classmethod
@@ -211,16 +228,16 @@ class SubmissionResult:
             raise ValueError(f"a record of format {data.get('format')!r}, not {RECORD_FORMAT}")
         parts = {}
         for part, row in data["parts"].items():
-            known = {m["id"]: Diagnosis(m["id"], m["title"], m["hint"]) for m in row.get("misconceptions", [])}
-            checks = [CheckResult(c["part"], c["name"], c["points"], c["passed"], c["hidden"], c["message"],
-                                  c.get("about", ""), Failure.from_data(c["failure"]) if c.get("failure") else None,
-                                  tuple(known[i] for i in c.get("diagnoses", []) if i in known),
-                                  stood_in=tuple(StandIn.from_data(s) for s in c.get("stood_in", [])))
-                      for c in data["checks"] if c["part"] == part]
+            checks = [CheckResult.from_json(c, known_mistakes(row)) for c in data["checks"] if c["part"] == part]
             parts[part] = PartResult(part, row["max_points"], checks)
         return cls(data["lab"], data["student"], parts, data.get("handed_in", True), data["status"],
                    data.get("public_status", data["status"]), data.get("notes", []), data.get("reaches", []),
                    data.get("seconds", 0.0), data.get("unconfined", False), data.get("provenance", {}))
+
+
+def known_mistakes(part: dict) -> dict[str, Diagnosis]:
+    """The known mistakes a part's JSON says (:attr:`PartResult.misconceptions`), by id."""
+    return {m["id"]: Diagnosis(m["id"], m["title"], m["hint"]) for m in part.get("misconceptions", [])}
 
 
 def read_record(folder: Path) -> SubmissionResult | None:
@@ -293,24 +310,16 @@ def write_run(path: Path, run: RunResults, lab: Lab) -> None:
     parts = run.parts_run(lab)
     payload = {"lab": run.lab,
                "parts": {p.id: {"points": p.points, "max_points": p.max_points, "passed": p.passed,
-                                "checks": len(p.checks)} for p in parts.values()},
+                                "checks": len(p.checks), "misconceptions": p.misconceptions} for p in parts.values()},
                "total": round(sum(p.points for p in parts.values()), 6),
                "max_total": round(sum(p.max_points for p in parts.values()), 6),
                "sandbox": run.sandbox, "notes": run.notes, "reaches": run.reaches, "replayed": run.replayed,
-               "checks": [{"id": c.id, "passed": c.passed, "message": c.message,
-                           "diagnoses": [dataclasses.asdict(d) for d in c.diagnoses], "part": c.part, "check": c.name,
-                           "hidden": c.hidden, "points": c.points, "about": c.about,
-                           **({"failure": c.failure.data()} if c.failure else {}),
-                           **({"stood_in": [dataclasses.asdict(s) for s in c.stood_in]} if c.stood_in else {}),
-                           **({"replayed": True} if c.replayed else {})} for c in run.checks]}
+               "checks": [c.to_json() for c in run.checks]}
     write_atomically(path, json.dumps(payload, indent=1))
 
 
 def read_run(path: Path) -> RunResults:
     data = json.loads(path.read_text())
-    return RunResults(data["lab"], [
-        CheckResult(c["part"], c["check"], c["points"], c["passed"], c["hidden"], c["message"], c.get("about", ""),
-                    Failure.from_data(c["failure"]) if "failure" in c else None,
-                    tuple(Diagnosis(d["id"], d["title"], d["hint"]) for d in c.get("diagnoses", [])), c["id"],
-                    c.get("replayed", False), tuple(StandIn.from_data(s) for s in c.get("stood_in", [])))
-        for c in data["checks"]], data.get("sandbox"), data.get("notes", []), data.get("reaches", []))
+    known = {i: d for part in data["parts"].values() for i, d in known_mistakes(part).items()}
+    return RunResults(data["lab"], [CheckResult.from_json(c, known) for c in data["checks"]], data.get("sandbox"),
+                      data.get("notes", []), data.get("reaches", []))

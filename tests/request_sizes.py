@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder.harness.messages import Request
 from autograder.harness.remote import RemoteCode
 from autograder.judge.plugin import checks_command_line
 
@@ -90,8 +91,9 @@ class Recorder:
         self.hidden = item.get_closest_marker("hidden") is not None
         return (yield)
 
-    def note(self, request: dict) -> None:
-        specs = request.get("specs") or [[request.get("target"), request.get("args") or [], request.get("kwargs") or {}]]
+    def note(self, request: Request) -> None:
+        specs = getattr(request, "specs", None) or [[getattr(request, "target", ""), getattr(request, "args", []),
+                                                     getattr(request, "kwargs", {})]]
         for target, args, kwargs in specs:
             if target:
                 self.calls.append(("hidden" if self.hidden else "public", str(target),

@@ -23,6 +23,7 @@ from pathlib import Path
 import mistune
 import pytest
 
+from autograder.batch.jobs import Graded
 from autograder.batch.lane import Lane
 from autograder.harness import cgroup, worker_uids
 from autograder.harness.zygote_client import parent_of
@@ -456,7 +457,7 @@ def test_the_zygote_holds_nothing_of_its_judges_environment(tmp_path, monkeypatc
     shutil.copytree(SOLUTIONS, submission, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     lane = Lane(LAB, DEFAULTS)
     try:
-        assert lane.grade(submission, tmp_path / "results.json") == {"results": str(tmp_path / "results.json")}
+        assert lane.grade(submission, tmp_path / "results.json") == Graded(str(tmp_path / "results.json"))
         zygotes = children_of(lane.proc.pid)  # the lane now waits for its next job
         assert len(zygotes) == 1
         assert holds(lane.proc.pid, b"hunter2-7f3a")  # the judge has its environment back, and the scan finds it

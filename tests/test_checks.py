@@ -6,7 +6,8 @@ import torch
 from types import SimpleNamespace
 
 from autograder.harness.codec import HandleRef
-from autograder.harness.remote import Handle, RemoteCode, RemoteFunction, StudentError, SublayerCall
+from autograder.harness.handles import Handle, RemoteFunction, SublayerCall
+from autograder.harness.remote import RemoteCode, StudentError
 from autograder.judge.checks import (CheckFailure, expect_calls, expect_close, expect_gradients_reach,
                                      expect_random_only_in_training, expect_wires)
 from autograder.results import FailureKind

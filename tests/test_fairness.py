@@ -185,5 +185,5 @@ def test_form_that_does_not_change_behaviour_costs_nothing(tmp_path):
     assert all(changed[module] != text for module, text in (("feedforward", feedforward), ("attention", attention),
                                                               ("encoder", encoder)))
     results = grade(submission_with(tmp_path, changed, transformer), tmp_path / "results.json", lab=transformer)
-    assert results["total"] == results["max_total"], [(c["check"], c["message"][:200]) for c in results["checks"]
+    assert results["total"] == results["max_total"], [(c["name"], c["message"][:200]) for c in results["checks"]
                                                       if not c["passed"]]

@@ -20,6 +20,7 @@ import pytest
 from autograder.batch import grade as batch
 from autograder.batch import outputs, pool, provenance, staging
 from autograder.batch.grade import grade
+from autograder.batch.jobs import Failed
 from autograder.batch.lane import Lane
 from autograder.batch.verify import verify
 from autograder.lab import Lab
@@ -390,7 +391,7 @@ def test_debug_keeps_each_lanes_log_bounded_and_a_dead_lane_says_where_to_look(t
     killer.start()
     answer = lane.grade(staged, tmp_path / "raw.json")
     lane.close()
-    assert answer == {"error": "the grading process stopped (make grade DEBUG=1 keeps each lane's log)"}
+    assert answer == Failed("the grading process stopped (make grade DEBUG=1 keeps each lane's log)")
 
 
 def staging_copy(folder, target):

@@ -1134,7 +1134,7 @@ def test_the_operator_ban_keeps_no_compiler_wrapper_because_the_scan_refuses_the
     """PyTorch wraps a dispatch mode's ``__torch_dispatch__`` to keep torch.compile out of it, and the
     wrapper imports torch._dynamo (a second, in every zygote) on its first use. The worker's operator ban
     opts out (``_should_skip_dynamo``): safe because no submission may reach the compiler at all."""
-    from autograder.harness.worker import ForbiddenOperators
+    from autograder.harness.guards import ForbiddenOperators
 
     dispatch = ForbiddenOperators.__dict__["__torch_dispatch__"]
     assert not hasattr(dispatch, "__wrapped__"), "PyTorch's dynamo wrapper is back: see _should_skip_dynamo"

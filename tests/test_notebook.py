@@ -178,7 +178,7 @@ def test_a_section_is_green_only_when_its_public_checks_pass(lab, expected, tmp_
     assert run.errors == []
     assert all(plain.startswith("✓ ") for plain, _ in run.verdicts), "the gap: no comparison sees the mistake"
     results = grade(folder, tmp_path / "results.json", part, lab)
-    failed = {check["check"] for check in results["checks"] if not check["hidden"] and not check["passed"]}
+    failed = {check["name"] for check in results["checks"] if not check["hidden"] and not check["passed"]}
     shown, markup = run.checks[part]
     assert failed and failing(shown) == failed
     assert shown.startswith("✗ ") and "#cf222e" in markup and "hint: " in shown

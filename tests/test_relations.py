@@ -71,7 +71,7 @@ def test_a_softmax_over_dim_0_is_diagnosed_in_the_feedback(tmp_path):
     wrong = reference.replace("def softmax(scores, dim=-1):", "def softmax(scores, dim=-1):\n    dim = 0", 1)
     assert wrong != reference
     results = grade(submission_with(tmp_path, {"softmax": wrong}), tmp_path / "results.json", part="softmax")
-    stability = next(c for c in results["checks"] if c["check"] == "test_softmax_is_numerically_stable")
+    stability = next(c for c in results["checks"] if c["name"] == "test_softmax_is_numerically_stable")
     assert not stability["passed"] and "normalised along another dim" in stability["message"]
     assert "normalised along another dim" in stability["failure"]["relation"]
     pictured = [c for c in results["checks"] if (c.get("failure") or {}).get("picture")]

@@ -112,7 +112,7 @@ def test_patching_torch_pytest_or_results_does_not_change_the_score(tmp_path):
     scored = {}
     for name, module in (("cheat", cheat), ("honest", honest)):
         outcome = grade(submission_with(tmp_path / name, {"scores": module}), tmp_path / f"{name}.json", part="scores")
-        scored[name] = {c["check"]: c["passed"] for c in outcome["checks"]}
+        scored[name] = {c["name"]: c["passed"] for c in outcome["checks"]}
     assert scored["cheat"] == scored["honest"]
     assert not all(scored["cheat"].values())
     assert not results.exists()
@@ -318,7 +318,7 @@ def test_scratch_is_a_small_tmpfs_that_leaves_nothing_behind(student_factory):
                 return made
     """)
     assert student.scores.attention_scores(torch.ones(2)) < 40  # MiB: the scratch tmpfs is full
-    folder = student._shared.worker.folder
+    folder = student._shared.channel.worker.folder
     student.close()
     assert not folder.exists()
 

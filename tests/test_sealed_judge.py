@@ -214,7 +214,7 @@ def test_nothing_a_hidden_check_sends_reaches_a_public_checks_message(attacked, 
                              "--results-json", str(tmp_path / "public.json")], cwd=KIT, capture_output=True, text=True,
                             timeout=900)
     assert (tmp_path / "public.json").is_file(), public.stdout[-3000:]
-    alone = {c["check"]: c["message"] for c in json.loads((tmp_path / "public.json").read_text())["checks"]}
+    alone = {c["name"]: c["message"] for c in json.loads((tmp_path / "public.json").read_text())["checks"]}
     told = [name for name, message in graded.items() if "seen so far" in message]
     assert told, graded
     for name in told:

@@ -22,6 +22,7 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
+from autograder.batch.jobs import Failed, Graded
 from autograder.batch.lane import Lane
 from autograder.batch.outputs import (DEBUG_FOLDER, REFERENCE_PROOF, claim_output, mark_output, remove_former_students, set_aside,
                                       student_folder, write_class_files, write_course_table)
@@ -86,12 +87,12 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
     staged = staging / "reference" / lab.name
     stage(lab, reference, staged)
     answer = lane.grade(staged, staged.parent / "raw.json")
-    run = read_run(staged.parent / "raw.json") if "results" in answer else None
+    run = read_run(staged.parent / "raw.json") if isinstance(answer, Graded) else None
     failed = [] if run is None else [c for c in run.checks if not c.passed]
     if run is None or failed:
         versions = unpinned()
         # A traceback's last lines say what went wrong; its first only where it started.
-        scored = ("could not be graded here (" + one_line(str(answer.get("error", "no results")).strip())[-300:] + ")"
+        scored = ("could not be graded here (" + one_line(answer.error.strip() if isinstance(answer, Failed) else "no results")[-300:] + ")"
                   if run is None else
                   f"gets {sum(c.points for c in run.checks if c.passed):g}/{lab.max_points:g} here, failing "
                   + ", ".join(f"{c.name} ({c.part}: {one_line(c.message)[:120]})" for c in failed[:4])

@@ -1,12 +1,12 @@
 """A grading lane: one judge process that grades submissions one after another, and the batch's
 handle on it (:class:`Lane`, the client side; the server side is :func:`main`).
 
-``python -m autograder.batch.lane`` reads one JSON job per line on stdin
-(``{"submission", "results"}``), runs every check on it in this process (pytest, the plugin,
-the checks: imported once; checks answered as on an earlier passing run are replayed, see
-:mod:`autograder.judge.replay`) and answers one JSON line per job on stdout
-(``{"results": path}`` or ``{"error": text}``). Student code runs in workers forked by the
-zygote, each in a sandbox of its own; the reference solution's worker is shared by all jobs.
+``python -m autograder.batch.lane`` reads one job per line on stdin (:class:`~autograder.batch.jobs.Job`),
+runs every check on it in this process (pytest, the plugin, the checks: imported once; checks answered as
+on an earlier passing run are replayed, see :mod:`autograder.judge.replay`) and answers one line per job on
+stdout (:class:`~autograder.batch.jobs.Graded` or :class:`~autograder.batch.jobs.Failed`). Student code runs
+in workers forked by the zygote, each in a sandbox of its own; the reference solution's worker is shared by
+all jobs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import resource
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import time
 import traceback
 from pathlib import Path
 
+from autograder.batch.jobs import Failed, Graded, Job, answer_from_line
 from autograder.lab import Lab
 from autograder.limits import Limits, add_options, amount, from_options
 
@@ -64,10 +64,10 @@ class Lane:
                               f"[the log is cut here: over {amount(self.limits.lane_log_bytes, 'bytes')}]\n")
                     log.flush()
 
-    def grade(self, staged: Path, results: Path) -> dict:
+    def grade(self, staged: Path, results: Path) -> Graded | Failed:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
-        self.proc.stdin.write(json.dumps({"submission": str(staged), "results": str(results)}) + "\n")
+        self.proc.stdin.write(Job(str(staged), str(results)).to_line())
         self.proc.stdin.flush()
         # The lane enforces each module's budget itself; this is only a backstop.
         timer = threading.Timer(self.limits.module_budget * len(self.lab.parts) * 2 + 120, self.proc.kill)
@@ -78,9 +78,9 @@ class Lane:
             timer.cancel()
         if not line:
             self.proc = None
-            return {"error": "the grading process stopped" + ("" if self.log else
-                                                              " (make grade DEBUG=1 keeps each lane's log)")}
-        return json.loads(line)
+            return Failed("the grading process stopped" + ("" if self.log else
+                                                           " (make grade DEBUG=1 keeps each lane's log)"))
+        return answer_from_line(line)
 
     def close(self):
         if self.proc is not None:
@@ -99,27 +99,27 @@ def judging_argv(replay: bool, files_required: bool) -> list[str]:
 
 
 # -- the lane's own process -----------------------------------------------------------------------
-def grade_one(job: dict, checks: str, reference: str | None, limits: Limits, replay: bool = True,
-              files_required: bool = True, debug: bool = False) -> dict:
+def grade_one(job: Job, checks: str, reference: str | None, limits: Limits, replay: bool = True,
+              files_required: bool = True, debug: bool = False) -> Graded | Failed:
     import pytest  # the judge's side only: the batch that starts lanes never imports it
 
     from autograder.judge.plugin import UNCONFINED_EXIT, checks_command_line, refusal
 
     started, log = time.monotonic(), io.StringIO()
-    args = checks_command_line(checks, job["submission"], None, job["results"], reference)
+    args = checks_command_line(checks, job.submission, None, job.results, reference)
     args += [*limits.argv(), *judging_argv(replay, files_required),
              # Plugins a batch does not need and that cost a lane time on every submission.
              "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings"]
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = pytest.main(args)
     if debug:  # the lane's log (Lane.keep_log): which job, what pytest said, how long it took
-        print(f"== {job['submission']}: pytest exit code {int(code)} after {time.monotonic() - started:.2f} s\n"
+        print(f"== {job.submission}: pytest exit code {int(code)} after {time.monotonic() - started:.2f} s\n"
               f"{log.getvalue()}", file=sys.stderr, flush=True)
     if code == UNCONFINED_EXIT:  # no student code ran: the batch refuses before grading (grade.refuse_unconfined)
-        return {"error": refusal[-1]}
+        return Failed(refusal[-1])
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        return {"error": f"the checks could not run (pytest exit code {int(code)}):\n{log.getvalue()[-3000:]}"}
-    return {"results": job["results"]}
+        return Failed(f"the checks could not run (pytest exit code {int(code)}):\n{log.getvalue()[-3000:]}")
+    return Graded(job.results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,14 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     answers = sys.stdout
     sys.stdout = sys.stderr  # only answers go to the orchestrator's pipe
     for line in sys.stdin:
-        job = json.loads(line)
+        job = Job.from_line(line)
         try:
             answer = grade_one(job, options.checks, options.reference, limits, not options.no_replay,
                                not options.no_confinement, options.debug)
         except Exception:  # noqa: BLE001 - a judge-side failure is reported for this job, the lane goes on
-            answer = {"error": traceback.format_exc()[-3000:]}
+            answer = Failed(traceback.format_exc()[-3000:])
             print(traceback.format_exc(), file=sys.stderr, flush=True)
-        answers.write(json.dumps(answer) + "\n")
+        answers.write(answer.to_line())
         answers.flush()
     return 0
 

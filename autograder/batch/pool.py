@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.batch.jobs import Failed, Graded
 from autograder.batch.lane import Lane
 from autograder.batch.outputs import student_folder, write_student
 from autograder.batch.staging import Submission
@@ -79,14 +80,15 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
         clock = time.monotonic()
         raw_file = staged.parent / "raw.json"
         # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
-        answer = {} if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
-        run = read_run(raw_file) if "results" in answer and raw_file.is_file() else None
+        answer = None if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
+        run = read_run(raw_file) if isinstance(answer, Graded) and raw_file.is_file() else None
         with lock:
             if run and run.sandbox:
                 seen.warnings.update(run.sandbox["missing"])
             seen.replayed += run.replayed if run else 0
         record = dataclasses.replace(student_record(
-            lab, submission.student, run, submission.problems, submission.notes, answer.get("error"),
+            lab, submission.student, run, submission.problems, submission.notes,
+            answer.error if isinstance(answer, Failed) else None,
             time.monotonic() - clock, submission.handed_in), provenance=stamp)
         write_student(lab, student_folder(out, submission.student), record, stamp)
         return record.status

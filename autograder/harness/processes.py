@@ -17,6 +17,7 @@ from pathlib import Path
 
 from autograder.harness import cgroup, sandbox, worker_uids
 from autograder.harness.codec import decode_frame, encode, read_frame_bytes
+from autograder.harness.messages import Configure, Hello
 from autograder.harness.zygote_client import Zygote, parent_of
 from autograder.limits import DEFAULTS, PROGRESS_SECONDS
 from autograder.results import FailureKind
@@ -106,14 +107,13 @@ class WorkerProcess:
 
     def greet(self, timeout: float, imports: dict[str, list[str]] | None = None) -> None:
         """Read the worker's first words (what its sandbox enforced) and give it its call time-out and
-        the submission's modules each module imports (see the worker's ``limits``)."""
-        hello = decode_frame(self.receive(DEFAULTS.start_timeout))
-        self.report = hello.get("hello") if isinstance(hello, dict) else None
+        the submission's modules each module imports (:class:`autograder.harness.messages.Configure`)."""
+        self.report = Hello.from_wire(decode_frame(self.receive(DEFAULTS.start_timeout))).report
         if isinstance(self.report, dict) and self.report.get("refused"):
             raise sandbox.Unconfined(self.report["refused"])
         if isinstance(self.report, dict):
             self.report["missing"] = [*self.missing, *self.report.get("missing", [])]
-        self.exchange(encode({"op": "limits", "timeout": timeout, "imports": imports}), DEFAULTS.start_timeout)
+        self.exchange(encode(Configure(timeout=timeout, imports=imports).to_wire()), DEFAULTS.start_timeout)
 
     def in_own_pid_namespace(self) -> bool:
         """Do all its processes die with it (PID 1 of a namespace of its own)?"""

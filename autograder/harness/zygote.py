@@ -42,7 +42,7 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402 - imported once here so that every forked worker has it
 
-from autograder.harness import worker  # noqa: E402
+from autograder.harness import guards, worker  # noqa: E402
 
 
 def warm_up() -> None:
@@ -59,7 +59,7 @@ def _first_uses() -> None:
     out = torch.where(weights > 0.3, weights * torch.bernoulli(torch.full_like(weights, 0.5)), torch.zeros_like(weights))
     worker.backpropagate(out, torch.ones_like(out))
     # The operator ban's first use, here: before confinement, whatever it loads lazily can still be read.
-    with worker.ForbiddenOperators(frozenset()):
+    with guards.ForbiddenOperators(frozenset()):
         torch.ones(2).amax(0)
 
 

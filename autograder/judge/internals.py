@@ -3,7 +3,7 @@ PyTorch's or the grader's internals.
 
 A part that forbids a library function (``torch.sort``, ``F.group_norm``) or counts calls
 (``torch.dot``) is enforced inside the worker that runs the student's code, by wrappers and a
-dispatch mode (:mod:`autograder.harness.worker`). Code in that process can reach them: leave the
+dispatch mode (:mod:`autograder.harness.guards`). Code in that process can reach them: leave the
 dispatch mode, empty the guards through ``gc``, call the original behind ``__wrapped__``. Nothing
 in the worker can be trusted to notice, so this scan runs in the judge, on the bytes the worker
 will import, and never runs them. Each finding is a :class:`Reach`: file, line, and what the code

@@ -21,6 +21,7 @@ to run many module versions side by side.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import hashlib
 import math
 import shutil
@@ -34,6 +35,7 @@ import torch
 
 from autograder.files import copy_modules
 from autograder.harness.codec import HandleRef, decode_frame
+from autograder.harness.messages import Request
 from autograder.harness.recording import Call
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.limits import DEFAULTS
@@ -201,11 +203,11 @@ class Diagnoser:
         mutant.begin_check(record=False)  # as a check does: the worker forgets earlier modules, its answers count anew
         handles: dict[int, int] = {}
         for index, call in enumerate(calls):
-            outcome, request = call.outcome, decode_frame(call.frame)
-            if "handle" in request:
-                if request["handle"] not in handles:
+            outcome, request = call.outcome, Request.from_wire(decode_frame(call.frame))
+            if getattr(request, "handle", None) is not None:
+                if request.handle not in handles:
                     return index
-                request["handle"] = handles[request["handle"]]
+                request = dataclasses.replace(request, handle=handles[request.handle])
             try:
                 value = mutant.request(request, wrap=False)
             except StudentError as error:
