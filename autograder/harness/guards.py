@@ -16,6 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from autograder import shortcuts
 from autograder.harness.messages import Request
 
 
@@ -111,11 +112,12 @@ class ForbiddenOperators(TorchDispatchMode):
         super().__init__()
         self.names = names
 
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # PyTorch wraps a mode's __torch_dispatch__ to keep torch.compile out of it, and that wrapper
-        # imports torch._dynamo (about 800 modules, 1 s) on its first call. Nothing is compiled here.
-        return False
+    if shortcuts.on("no_dynamo"):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # PyTorch wraps a mode's __torch_dispatch__ to keep torch.compile out of it, and that wrapper
+            # imports torch._dynamo (about 800 modules, 1 s) on its first call. Nothing is compiled here.
+            return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         refuse_own_handlers(types, args, kwargs)
