@@ -236,7 +236,8 @@ def check_command(parser, options) -> int:
     import pytest
 
     from autograder.harness.sandbox import Unconfined, refuse_unconfined
-    from autograder.judge.plugin import UNCONFINED_EXIT, checks_command_line, refusal
+    from autograder.judge.plugin import checks_command_line
+    from autograder.judge.session import UNCONFINED_EXIT, refusal
 
     args = checks_command_line(checks, submission.resolve(), options.part, options.results_json,
                                options.reference)

@@ -11,7 +11,8 @@ from autograder.harness.codec import decode_frame, encode
 from autograder.harness.recording import Call, Outcome, Recording
 from autograder.harness.remote import StudentError
 from autograder.judge.checks import CheckFailure
-from autograder.judge.plugin import hint, verdict_of
+from autograder.judge.plugin import verdict_of
+from autograder.judge.scoreboard import hint
 from autograder.kinds import KINDS, FailureKind, Flag
 from autograder.platforms.ci import junit_xml
 from autograder.platforms.gradescope import results_json

@@ -103,7 +103,8 @@ def grade_one(job: Job, checks: str, reference: str | None, limits: Limits, repl
               files_required: bool = True, debug: bool = False) -> Graded | Failed:
     import pytest  # the judge's side only: the batch that starts lanes never imports it
 
-    from autograder.judge.plugin import UNCONFINED_EXIT, checks_command_line, refusal
+    from autograder.judge.plugin import checks_command_line
+    from autograder.judge.session import UNCONFINED_EXIT, refusal
 
     started, log = time.monotonic(), io.StringIO()
     args = checks_command_line(checks, job.submission, None, job.results, reference)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.course import KIT_ROOT
-from autograder.judge.plugin import first_failures, hint
+from autograder.judge.scoreboard import first_failures, hint
 from autograder.results import CheckResult, FailureKind, read_run
 from autograder.text import one_line
 
