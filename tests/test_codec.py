@@ -7,11 +7,12 @@ import pytest
 import torch
 
 from autograder.harness.codec import CodecError, GeneratorSpec, encode, read_frame
+from autograder.limits import DEFAULTS
 
 
 def roundtrip(value):
     stream = io.BytesIO(encode(value))
-    return read_frame(stream.read)
+    return read_frame(stream.read, DEFAULTS.frame_bytes, DEFAULTS.header_bytes)
 
 
 def test_roundtrip_keeps_values_dtypes_and_shapes():
@@ -50,9 +51,9 @@ def frame(header: bytes, blobs=()):
 ])
 def test_malformed_frames_are_refused(header, blobs):
     with pytest.raises(CodecError):
-        read_frame(frame(header, blobs))
+        read_frame(frame(header, blobs), DEFAULTS.frame_bytes, DEFAULTS.header_bytes)
 
 
 def test_oversized_frames_are_refused_before_reading_them():
     with pytest.raises(CodecError):
-        read_frame(frame(b"{}"), limit=1)
+        read_frame(frame(b"{}"), 1, DEFAULTS.header_bytes)

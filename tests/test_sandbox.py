@@ -14,29 +14,30 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.harness import remote, worker_uids
+from autograder.harness import worker_uids
 from autograder.harness.cgroup import Hierarchy, find_hierarchy
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.results import FILE_CONFINEMENT
+from autograder.limits import DEFAULTS, Limits
 from conftest import CHECKS, KIT, SOLUTIONS, grade, submission_with
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 
-def hostile(tmp_path, body: str, name: str = "scores") -> RemoteCode:
+def hostile(tmp_path, body: str, name: str = "scores", limits: Limits = DEFAULTS) -> RemoteCode:
     """A submission whose ``<name>.py`` is ``body``; its functions run confined, 3 s per call."""
     folder = tmp_path / "hostile"
     folder.mkdir()
     (folder / f"{name}.py").write_text(textwrap.dedent(body))
-    return RemoteCode(folder, timeout=3.0, confined=True, budget=60.0)
+    return RemoteCode(folder, timeout=3.0, confined=True, budget=60.0, limits=limits)
 
 
 @pytest.fixture
 def student_factory(tmp_path):
     made = []
 
-    def make(body, name="scores"):
-        made.append(hostile(tmp_path, body, name))
+    def make(body, name="scores", limits=DEFAULTS):
+        made.append(hostile(tmp_path, body, name, limits))
         return made[-1]
 
     yield make
@@ -267,9 +268,9 @@ def test_processes_are_capped_and_killed_with_the_worker(student_factory):
     student.close()
 
 
-def test_a_check_holds_at_most_its_share_of_answers(student_factory, monkeypatch):
-    monkeypatch.setattr(remote, "DEFAULTS", dataclasses.replace(remote.DEFAULTS, check_bytes=3 * 2**20))
-    student = student_factory("import torch\ndef attention_scores(x):\n    return torch.zeros(2**18)\n")  # 1 MiB
+def test_a_check_holds_at_most_its_share_of_answers(student_factory):
+    student = student_factory("import torch\ndef attention_scores(x):\n    return torch.zeros(2**18)\n",  # 1 MiB
+                              limits=dataclasses.replace(DEFAULTS, check_bytes=3 * 2**20))
     student.begin_check()
     for _ in range(2):
         student.scores.attention_scores(torch.ones(2))

@@ -8,7 +8,7 @@ import collections
 from dataclasses import dataclass, field
 
 from autograder.harness.student_error import StudentError
-from autograder.limits import DEFAULTS
+from autograder.limits import Limits
 from autograder.results import FailureKind
 
 
@@ -26,12 +26,13 @@ class Allowance:
     left: float
     used_up: str
     repeat: bool
+    grace: float  # Limits.stop_grace: how long a worker that does not stop when asked is waited for
 
     @property
     def wait(self) -> float:
         """How long the judge waits for the answer: a repeat is not asked to stop at its shorter limit (the
         worker's end stops it); any other call gets the grace of a worker that stops when asked."""
-        return min(self.timeout + (0 if self.repeat else DEFAULTS.stop_grace), self.left)
+        return min(self.timeout + (0 if self.repeat else self.grace), self.left)
 
     def why_stopped(self) -> str:
         if self.left <= self.timeout:
@@ -47,6 +48,7 @@ class Budgets:
     the files whose import hung, with the time-out each got; the calls that timed out (asked again within
     ``Limits.repeat_timeout``)."""
 
+    limits: Limits  # the run's: a repeat's time-out, the grace
     spent: collections.Counter = field(default_factory=collections.Counter)
     stopped: dict = field(default_factory=dict)
     timed_out: set = field(default_factory=set)
@@ -65,7 +67,8 @@ class Budgets:
         if left <= 0:
             raise StudentError(FailureKind.TIMEOUT, f"{where} not run: {used_up}", where=where)
         repeat = where in self.timed_out
-        return Allowance(min(timeout, DEFAULTS.repeat_timeout) if repeat else timeout, left, used_up, repeat)
+        return Allowance(min(timeout, self.limits.repeat_timeout) if repeat else timeout, left, used_up, repeat,
+                         self.limits.stop_grace)
 
     def ran_out(self, where: str, key: bytes, allowance: Allowance) -> StudentError:
         """The call the judge stopped waiting for: its error, which its later calls get too."""

@@ -17,7 +17,6 @@ import time
 
 import torch
 
-from autograder.limits import DEFAULTS
 
 # Only plain numeric dtypes may cross; decoding rejects anything else.
 DTYPES = {
@@ -151,13 +150,14 @@ def recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame_bytes(read_exact, limit: int = DEFAULTS.frame_bytes) -> bytes:
-    """One whole frame, undecoded, read with ``read_exact(n) -> bytes``; frames over ``limit``
-    are refused before their contents are read. The lab's largest answers are a few hundred KiB; the
-    caps (:class:`autograder.limits.Limits`) bound what a hostile worker can make the judge read."""
+def read_frame_bytes(read_exact, limit: int, header_limit: int) -> bytes:
+    """One whole frame, undecoded, read with ``read_exact(n) -> bytes``; frames over ``limit`` (a header
+    over ``header_limit``) are refused before their contents are read. The lab's largest answers are a few
+    hundred KiB; the caps (``Limits.frame_bytes``, ``header_bytes``) bound what a hostile worker can make
+    the judge read."""
     head = read_exact(8)
     size, count = struct.unpack("<II", head)
-    if size > min(limit, DEFAULTS.header_bytes) or count > limit // 8:
+    if size > min(limit, header_limit) or count > limit // 8:
         raise CodecError(f"a message header of {size} bytes and {count} blobs is over the limit")
     parts = [head, read_exact(size)]
     total = size
@@ -191,6 +191,6 @@ def decode_frame(frame: bytes):
     return decode(header, blobs)
 
 
-def read_frame(read_exact, limit: int = DEFAULTS.frame_bytes):
-    """Read one frame with ``read_exact(n) -> bytes`` and decode it; refuse frames over ``limit``."""
-    return decode_frame(read_frame_bytes(read_exact, limit))
+def read_frame(read_exact, limit: int, header_limit: int):
+    """Read one frame with ``read_exact(n) -> bytes`` and decode it; refuse frames over the limits."""
+    return decode_frame(read_frame_bytes(read_exact, limit, header_limit))

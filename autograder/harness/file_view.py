@@ -17,7 +17,6 @@ from landlock.plumbing import FSAccess
 
 from autograder.harness.syscalls import (MNT_DETACH, MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY,
                                          MS_REC, MS_REMOUNT, mount, pivot_root, umount2)
-from autograder.limits import DEFAULTS
 
 if TYPE_CHECKING:
     from autograder.harness.sandbox import Confinement
@@ -72,7 +71,7 @@ def enter_view(confinement: Confinement) -> None:
     # count are capped (the file size limit caps one file, not how many).
     os.makedirs(view + confinement.scratch, mode=0o755, exist_ok=True)
     mount("tmpfs", view + confinement.scratch, "tmpfs", MS_NOSUID | MS_NODEV,
-          f"size={DEFAULTS.scratch_bytes},nr_inodes={DEFAULTS.scratch_files},mode=0700" +
+          f"size={confinement.limits.scratch_bytes},nr_inodes={confinement.limits.scratch_files},mode=0700" +
           (f",uid={confinement.uid},gid={confinement.uid}" if confinement.uid is not None else ""))
     for device in DEVICES:
         if os.path.exists(device):

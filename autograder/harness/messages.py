@@ -82,6 +82,8 @@ class Configure(Request):
     OP = "limits"
     timeout: float = 0.0
     imports: dict[str, list[str]] | None = None
+    frame_bytes: int = 0  # the judge's limits on what it reads (Limits.frame_bytes, header_bytes); 0: unchanged
+    header_bytes: int = 0
 
 
 @dataclass(kw_only=True)

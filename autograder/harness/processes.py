@@ -5,6 +5,7 @@ What the calls into a worker mean is :mod:`autograder.harness.remote`'s.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import select
 import shutil
@@ -19,14 +20,14 @@ from autograder.harness import cgroup, sandbox, worker_uids
 from autograder.harness.codec import decode_frame, encode, read_frame_bytes
 from autograder.harness.messages import Configure, Hello
 from autograder.harness.zygote_client import Zygote, parent_of
-from autograder.limits import DEFAULTS, PROGRESS_SECONDS
+from autograder.limits import PROGRESS_SECONDS, Limits
 from autograder.results import FailureKind
 
 
 class OutputTail:
     """The end of what a worker printed: kept for the message when it crashes."""
 
-    def __init__(self, keep: int = DEFAULTS.output_tail_bytes):
+    def __init__(self, keep: int):
         self.keep, self.data, self.total = keep, bytearray(), 0
 
     def add(self, chunk: bytes) -> None:
@@ -63,13 +64,14 @@ class WorkerProcess:
     # the grader opted out for code it trusts (--no-confinement: then every report says so).
     files_required = True
 
-    def __init__(self, root: Path, confined: bool):
+    def __init__(self, root: Path, confined: bool, limits: Limits):
+        self.limits = limits
         self.folder = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
         self.pidfd, self.uid, self.sock, self.output = None, None, None, None
         self.cgroup: cgroup.WorkerCgroup | None = None
         self.missing: list[str] = []  # what the judge could not set up for its sandbox
         self.report: dict | None = None  # what its sandbox enforced, from its first words
-        self.printed = OutputTail()
+        self.printed = OutputTail(limits.output_tail_bytes)
         self.zygote = zygote = Zygote.shared()
         if not confined:  # trusted code: forked by the zygote too (no torch import), without a sandbox
             request = {"root": str(root), "trusted": True}
@@ -82,11 +84,12 @@ class WorkerProcess:
             try:
                 if self.uid is None:
                     raise OSError("the grader must run as root")
-                self.cgroup = cgroup.WorkerCgroup(self.uid, DEFAULTS.worker_total_memory_bytes)
+                self.cgroup = cgroup.WorkerCgroup(self.uid, limits.worker_total_memory_bytes)
             except OSError as exc:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
             request = {"root": str(root), "scratch": str(scratch), "view": str(view), "uid": self.uid,
-                       "cgroup": self.cgroup and self.cgroup.procs, "files_required": self.files_required}
+                       "cgroup": self.cgroup and self.cgroup.procs, "files_required": self.files_required,
+                       "limits": dataclasses.asdict(limits)}
         try:
             self.sock, self.output, self.pid = zygote.fork(request)
         except OSError:
@@ -108,12 +111,13 @@ class WorkerProcess:
     def greet(self, timeout: float, imports: dict[str, list[str]] | None = None) -> None:
         """Read the worker's first words (what its sandbox enforced) and give it its call time-out and
         the submission's modules each module imports (:class:`autograder.harness.messages.Configure`)."""
-        self.report = Hello.from_wire(decode_frame(self.receive(DEFAULTS.start_timeout))).report
+        self.report = Hello.from_wire(decode_frame(self.receive(self.limits.start_timeout))).report
         if isinstance(self.report, dict) and self.report.get("refused"):
             raise sandbox.Unconfined(self.report["refused"])
         if isinstance(self.report, dict):
             self.report["missing"] = [*self.missing, *self.report.get("missing", [])]
-        self.exchange(encode(Configure(timeout=timeout, imports=imports).to_wire()), DEFAULTS.start_timeout)
+        self.exchange(encode(Configure(timeout=timeout, imports=imports, frame_bytes=self.limits.frame_bytes,
+                                       header_bytes=self.limits.header_bytes).to_wire()), self.limits.start_timeout)
 
     def in_own_pid_namespace(self) -> bool:
         """Do all its processes die with it (PID 1 of a namespace of its own)?"""
@@ -132,7 +136,8 @@ class WorkerProcess:
         never blocks it. ``progress`` hears, every PROGRESS_SECONDS, how long the answer has been awaited."""
         deadline = time.monotonic() + timeout
         waiting = Progress(progress) if progress else None
-        return read_frame_bytes(lambda n: self._read_exact(n, deadline, waiting))
+        return read_frame_bytes(lambda n: self._read_exact(n, deadline, waiting), self.limits.frame_bytes,
+                                self.limits.header_bytes)
 
     def _read_exact(self, n: int, deadline: float, progress: Progress | None) -> bytes:
         chunks, remaining = [], n

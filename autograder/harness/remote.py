@@ -38,7 +38,7 @@ from autograder.harness.recording import CheckLog, Outcome, Recording
 from autograder.harness.rules import Rules
 from autograder.harness.student_error import StudentError, error_from
 from autograder.harness.transport import Channel
-from autograder.limits import DEFAULTS
+from autograder.limits import DEFAULTS, Limits
 from autograder.results import FailureKind
 
 
@@ -49,7 +49,7 @@ class Shared:
 
     channel: Channel
     rules: Rules
-    budgets: Budgets = field(default_factory=Budgets)
+    budgets: Budgets
     check: CheckLog = field(default_factory=CheckLog)
     memo: dict | None = None  # the answers of function calls, by request (memoize; None: off)
     stand_ins: StandInCode | None = None  # the lab's public code that may answer for a failing sub-part
@@ -81,20 +81,24 @@ class RemoteCode:
     keeps the answers of function calls (never of modules, which have state): for the reference
     solution, whose functions are pure and whose checks repeat the same derandomized calls for
     every submission. ``progress`` gets a line every few seconds while a call has not answered
-    (`make check`: a hang is not a silent terminal).
+    (`make check`: a hang is not a silent terminal). ``limits`` are the run's (:class:`Limits`, from its
+    entry point): ``timeout`` and ``budget`` default to its call time-out and module budget, and the rest
+    (a repeat's time-out, what one check's answers may add up to, the worker's resources) are read from it.
     """
 
-    def __init__(self, root, timeout: float = DEFAULTS.call_timeout, confined: bool = False,
-                 budget: float = DEFAULTS.module_budget,
+    def __init__(self, root, timeout: float | None = None, confined: bool = False, budget: float | None = None,
                  memoize: bool = False, seed: int | None = None, total_budget: float = math.inf, reaches: tuple = (),
                  loads: dict[str, frozenset[str]] | None = None, stand_ins: StandInCode | None = None,
-                 progress: Callable[[str], None] | None = None, _shared: Shared | None = None):
-        self.root = Path(root).resolve()
-        self.timeout, self.confined, self.budget, self.total_budget = timeout, confined, budget, total_budget
+                 progress: Callable[[str], None] | None = None, limits: Limits = DEFAULTS,
+                 _shared: Shared | None = None):
+        self.root, self.limits = Path(root).resolve(), limits
+        self.timeout = limits.call_timeout if timeout is None else timeout
+        self.budget = limits.module_budget if budget is None else budget
+        self.confined, self.total_budget = confined, total_budget
         self._seed, self._streaming = seed, False
         self._shared = _shared if _shared is not None else Shared(
-            Channel(self.root, confined, loads or {}, progress), Rules(tuple(reaches), loads or {}),
-            memo={} if memoize else None, stand_ins=stand_ins)
+            Channel(self.root, confined, loads or {}, limits, progress), Rules(tuple(reaches), loads or {}),
+            Budgets(limits), memo={} if memoize else None, stand_ins=stand_ins)
 
     # -- the calls checks make ------------------------------------------------------------
     def __getattr__(self, module: str) -> RemoteModule:
@@ -117,6 +121,7 @@ class RemoteCode:
     def seeded(self, seed: int) -> RemoteCode:
         """The same submission, with every call made right after ``torch.manual_seed(seed)``."""
         return RemoteCode(self.root, self.timeout, self.confined, self.budget, seed=seed, total_budget=self.total_budget,
+                          limits=self.limits,
                           _shared=self._shared)
 
     def stream(self, seed: int) -> RemoteCode:
@@ -244,9 +249,9 @@ class RemoteCode:
         try:
             answer = channel.exchange(frame, where, allowance, self.timeout)
             check.answer_bytes += len(answer)
-            if check.answer_bytes > DEFAULTS.check_bytes:  # what the judge would hold for one check
+            if check.answer_bytes > self.limits.check_bytes:  # what the judge would hold for one check
                 raise StudentError(FailureKind.TOO_LARGE, f"{where}: the answers of this check add up to more than "
-                                                f"{DEFAULTS.check_bytes // 2**20} MiB; the grader reads no more of them",
+                                                f"{self.limits.check_bytes // 2**20} MiB; the grader reads no more of them",
                                    where=where)
             return answer
         except TimeoutError:
@@ -274,7 +279,7 @@ class RemoteCode:
         finally:
             self._shared.budgets.spent[module_of(where)] += time.monotonic() - started
         if isinstance(message, WorkerError):
-            error = error_from(message, where)
+            error = error_from(message, where, self.limits.worker_memory_bytes)
             if self._shared.budgets.stop_repeats(error, where, key):
                 self.close()
             raise error
@@ -299,7 +304,7 @@ class RemoteCode:
     def notes(self) -> list[str]:
         """What the submission did that costs nothing but is worth saying (once)."""
         printed = self._shared.channel.printed_total
-        if printed > DEFAULTS.printed_note_bytes:
+        if printed > self.limits.printed_note_bytes:
             return [f"your code printed {printed / 2**20:.0f} MiB; the grader read it and dropped it "
                     "(printing costs nothing, but slows your code down)"]
         return []

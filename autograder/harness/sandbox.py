@@ -110,6 +110,7 @@ class Confinement:
     uid: int | None  # a user id of its own (root only); None keeps the grader's
     cgroup: str | None  # the cgroup.procs of its memory cgroup (made by the judge); None: there is none
     files_required: bool = True  # serve nothing unless the file confinement is proven (False: --no-confinement)
+    limits: Limits = DEFAULTS  # the run's (the judge sends them): its resources and scratch
 
 
 # -- the three processes ------------------------------------------------------------------------
@@ -216,7 +217,8 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
         os.environ.update(ENVIRONMENT, HOME=confinement.scratch, TMPDIR=confinement.scratch)
         tempfile.tempdir = None
         counted = confinement.uid is not None or PID_NAMESPACE in report.enforced
-        report.attempt("resource limits", lambda: limit_resources(DEFAULTS, counted, MEMORY_CEILING in report.enforced,
+        report.attempt("resource limits", lambda: limit_resources(confinement.limits, counted,
+                                                                  MEMORY_CEILING in report.enforced,
                                                                   confinement.uid is not None))
         report.attempt("landlock file access",
                        lambda: restrict_files([*read_roots(), confinement.submission], [confinement.scratch]))

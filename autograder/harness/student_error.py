@@ -4,7 +4,6 @@ judge's side of the boundary saw it (:mod:`autograder.harness.remote` and the mo
 from __future__ import annotations
 
 from autograder.harness.messages import WorkerError
-from autograder.limits import DEFAULTS
 from autograder.results import Failure, FailureKind
 
 
@@ -30,12 +29,12 @@ class StudentError(Exception):
         return self.failure.where
 
 
-def error_from(error: WorkerError, where: str) -> StudentError:
+def error_from(error: WorkerError, where: str, memory_bytes: int) -> StudentError:
     """The StudentError of a worker's error answer (its text already escaped: WorkerError.from_wire)."""
     kind = FailureKind.reported_by_worker(error.kind)
     message = error.message
     if kind == FailureKind.MEMORY:  # the ceiling is the judge's to name
         message = (f"{where} ran out of memory: a process running your code may use "
-                   f"{DEFAULTS.worker_memory_bytes / 2**30:g} GiB ({message})")
+                   f"{memory_bytes / 2**30:g} GiB ({message})")
     return StudentError(kind, message, error.type, error.where, error.trace, file=error.file, line=error.line,
                         phase=error.phase, called_from=error.called_from, loading=error.loading)

@@ -13,7 +13,7 @@ from autograder.harness.codec import CodecError
 from autograder.harness.processes import WorkerProcess
 from autograder.harness.student_error import StudentError
 from autograder.harness.zygote_client import Zygote
-from autograder.limits import DEFAULTS
+from autograder.limits import Limits
 from autograder.results import FailureKind
 from autograder.text import printable, still_running
 
@@ -27,6 +27,7 @@ class Channel:
     root: Path
     confined: bool
     loads: dict
+    limits: Limits
     progress: Callable[[str], None] | None = None
     worker: WorkerProcess | None = None
     sandbox: dict | None = None  # what the first worker's sandbox enforced and could not
@@ -49,7 +50,7 @@ class Channel:
             self.started = True
 
     def start(self, call_timeout: float) -> WorkerProcess:
-        self.worker = WorkerProcess(self.root, self.confined)
+        self.worker = WorkerProcess(self.root, self.confined, self.limits)
         self.worker.greet(call_timeout, {module: sorted(modules) for module, modules in self.loads.items()}
                           if self.loads else None)
         self.sandbox = self.worker.report
@@ -65,7 +66,7 @@ class Channel:
         self.close()
         detail = f"\n--- output before it stopped ---\n{printable(tail)}" if tail else ""
         if ending.get("kind") == FailureKind.MEMORY:
-            ceiling = DEFAULTS.worker_total_memory_bytes / 2**30
+            ceiling = self.limits.worker_total_memory_bytes / 2**30
             raise StudentError(FailureKind.MEMORY, f"the processes running your code went over the {ceiling:g} GiB memory "
                                          f"ceiling during {where}, and the kernel stopped one{detail}", where=where)
         if isinstance(exc, CodecError):

@@ -30,7 +30,7 @@ from autograder.harness.messages import (CONTINUE_STREAM, Answered, Build, Call,
 from autograder.harness.stand_ins import StandIns
 from autograder.harness.tracebacks import describe_exception, failing_line, innermost_student_code, student_frames
 from autograder.kinds import FailureKind
-from autograder.limits import DEFAULTS
+from autograder.limits import Limits
 
 DEFAULT_SEED = 0
 
@@ -61,6 +61,8 @@ class Worker:
         self.handles: dict[int, torch.nn.Module] = {}
         self.broken_imports: dict[str, RequestError] = {}
         self.timeout = 0.0  # seconds a call may run before it is interrupted; 0: never
+        # What the judge reads of one message (its Configure says the run's): an answer over it is refused here.
+        self.frame_bytes, self.header_bytes = Limits().frame_bytes, Limits().header_bytes
         self.guards = Guards()
         self.stand_ins = StandIns(self.root)
 
@@ -138,6 +140,8 @@ class Worker:
 
     def configure(self, request: Configure) -> None:
         self.timeout = float(request.timeout or 0)
+        self.frame_bytes = int(request.frame_bytes or self.frame_bytes)
+        self.header_bytes = int(request.header_bytes or self.header_bytes)
         self.imports.imports = request.imports
 
     def call(self, request: Call):
@@ -310,7 +314,7 @@ def run(root: str, sock: socket.socket, report=None) -> None:
     signal.signal(signal.SIGALRM, time_is_up)
     while True:
         try:
-            wire = read_frame(lambda n: recv_exact(sock, n))
+            wire = read_frame(lambda n: recv_exact(sock, n), worker.frame_bytes, worker.header_bytes)
         except (EOFError, OSError):
             return
         sock.sendall(answer(worker, wire))
@@ -337,9 +341,9 @@ def answer(worker: Worker, wire) -> bytes:
         frame = bad_value(request, f"returned a value the grader cannot read: {exc}")
     except BaseException as exc:  # noqa: BLE001 - report everything the student's code raises
         frame = encode(WorkerError(**error_answer(exc, request, worker.root, worker.timeout)).to_wire())
-    if len(frame) > DEFAULTS.frame_bytes:  # the judge would refuse it: say why, in the student's terms
+    if len(frame) > worker.frame_bytes:  # the judge would refuse it: say why, in the student's terms
         frame = bad_value(request, f"returned {len(frame) / 2**20:.0f} MiB, more than the "
-                                   f"{DEFAULTS.frame_bytes // 2**20} MiB one call may return")
+                                   f"{worker.frame_bytes // 2**20} MiB one call may return")
     return frame
 
 

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from autograder.harness import file_view, sandbox, syscalls
+from autograder.limits import Limits
 
 
 def tie_to(judge: int) -> None:
@@ -129,7 +130,8 @@ def serve_requests(control: socket.socket) -> None:
                 pid = fork_trusted(request["root"], worker_end, output_end)
             else:
                 confinement = sandbox.Confinement(request["root"], request["scratch"], request["view"], request["uid"],
-                                                  request["cgroup"], request.get("files_required") is not False)
+                                                  request["cgroup"], request.get("files_required") is not False,
+                                                  Limits(**request["limits"]))
                 pid = sandbox.spawn(confinement, worker_end, output_end,
                                     # spawn runs it in the child it forks, before this loop moves on
                                     lambda report: worker.run(confinement.submission, worker_end, report))  # noqa: B023

@@ -38,7 +38,7 @@ from autograder.harness.codec import HandleRef, decode_frame
 from autograder.harness.messages import Request
 from autograder.harness.recording import Call
 from autograder.harness.remote import RemoteCode, StudentError
-from autograder.limits import DEFAULTS
+from autograder.limits import DEFAULTS, Limits
 from autograder.results import FailureKind
 
 CATALOGUE = "misconceptions.toml"
@@ -121,8 +121,8 @@ class Diagnoser:
     """Runs the mutants of a catalogue and matches a part's failed checks' calls against them."""
 
     def __init__(self, catalogue: dict[str, list[Misconception]], reference: Path, confined: bool,
-                 timeout: float = DEFAULTS.call_timeout):
-        self.catalogue, self.reference, self.timeout = catalogue, Path(reference), timeout
+                 limits: Limits = DEFAULTS):
+        self.catalogue, self.reference, self.limits = catalogue, Path(reference), limits
         self.confined = confined  # like the student's workers: each in a sandbox (and user id) of its own
         self.folder: Path | None = None
         self.runners: dict[str, RemoteCode] = {}
@@ -144,7 +144,7 @@ class Diagnoser:
             if mistake is not None:
                 module = folder / f"{mistake.part}.py"
                 module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")
-            self.runners[name] = RemoteCode(folder, timeout=self.timeout, confined=self.confined, budget=math.inf)
+            self.runners[name] = RemoteCode(folder, confined=self.confined, budget=math.inf, limits=self.limits)
         return self.runners[name]
 
     def diagnose(self, part: str, checks: list[list[Call]]) -> list[list[Misconception]]:
@@ -232,14 +232,14 @@ class Diagnoser:
 _diagnosers: dict[tuple, Diagnoser | None] = {}
 
 
-def shared_diagnoser(checks_dir: Path, reference: Path, confined: bool, timeout: float) -> Diagnoser | None:
+def shared_diagnoser(checks_dir: Path, reference: Path, confined: bool, limits: Limits) -> Diagnoser | None:
     """One diagnoser per catalogue, reference and confinement for the whole process (a grading lane
     keeps its mutants' workers from one submission to the next); None without a catalogue."""
     key = (Path(checks_dir).resolve(), Path(reference).resolve(), confined)
     if key not in _diagnosers:
         catalogue = load_catalogue(checks_dir)
         has_reference = any(Path(reference).glob("*.py"))
-        _diagnosers[key] = Diagnoser(catalogue, reference, confined, timeout) if catalogue and has_reference else None
+        _diagnosers[key] = Diagnoser(catalogue, reference, confined, limits) if catalogue and has_reference else None
         if _diagnosers[key] is not None:
             atexit.register(_diagnosers[key].close)
     return _diagnosers[key]

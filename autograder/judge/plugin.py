@@ -38,7 +38,7 @@ from autograder.judge.scoreboard import Scoreboard
 from autograder.judge.session import (CALLS, CHECKS_DIR, DIAGNOSER, FAILED_CALLS, LAB, NOTES, REACHES, REFERENCE_ROOT,
                                       REPLAYED, SANDBOX, SEALED, STOOD_IN, UNCONFINED_EXIT, refusal)
 from autograder.lab import Lab
-from autograder.limits import DEFAULTS, add_options, from_options
+from autograder.limits import Limits, add_options, from_options
 from autograder.results import (Failure, FailureKind, StandIn)
 from autograder.text import printable
 
@@ -191,14 +191,14 @@ def student(request):
     config = request.config
     root = config.getoption("submission") or config.stash[CHECKS_DIR].parent
     lab = config.stash[LAB]
-    limits = from_options(config.option).for_lab(lab.limits)
+    limits = run_limits(config)
     # Read here, before any of it runs: code that reaches into internals could lift the rules the
     # worker enforces, so the calls those rules govern are refused (RemoteCode's `reaches`).
     reaches = config.stash[REACHES] = scan_submission(Path(root), lab.modules, lab.allowed_imports)
     # Every module its own budget, and the submission no more than all of them together, however
     # many names its code claims (the judge charges what it called: remote.Handle).
     proxy = RemoteCode(root, timeout=limits.call_timeout, confined=confined(config), budget=limits.module_budget,
-                       total_budget=limits.module_budget * len(lab.modules), reaches=tuple(reaches),
+                       total_budget=limits.module_budget * len(lab.modules), reaches=tuple(reaches), limits=limits,
                        loads=submission_loads(Path(root), lab.modules), stand_ins=stand_in_code(config),
                        progress=terminal_line(config) if config.getoption("progress") else None)
     yield proxy
@@ -218,6 +218,11 @@ def terminal_line(config):
         with capture.global_and_fixture_disabled():
             terminal.write_line(line)
     return write
+
+
+def run_limits(config) -> Limits:
+    """The run's limits: the kit's, what the lab's lab.toml sets, what the command's options set (they win)."""
+    return from_options(config.option).for_lab(config.stash[LAB].limits)
 
 
 def stand_in_code(config) -> StandInCode | None:
@@ -255,7 +260,9 @@ def reference(request):
         pytest.fail(f"no reference solution in {root}: run `make solutions` or pass --reference")
     if root not in _references:
         # No budget: the reference serves a whole lane, and a spent budget would fail the student's checks.
-        _references[root] = RemoteCode(root, timeout=DEFAULTS.reference_timeout, budget=math.inf, memoize=True)
+        limits = run_limits(request.config)
+        _references[root] = RemoteCode(root, timeout=limits.reference_timeout, budget=math.inf, memoize=True,
+                                       limits=limits)
         atexit.register(_references[root].close)
     return _references[root]
 
@@ -391,5 +398,5 @@ def diagnoser(config):
     Looked up once a session: every check asks."""
     if DIAGNOSER not in config.stash:
         config.stash[DIAGNOSER] = shared_diagnoser(config.stash[CHECKS_DIR], reference_root(config),
-                                                   confined(config), config.getoption("call_timeout"))
+                                                   confined(config), run_limits(config))
     return config.stash[DIAGNOSER]
