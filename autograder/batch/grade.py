@@ -85,7 +85,7 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
         return
     reference = Submission("the reference solution", lab.reference)
     staged = staging / "reference" / lab.name
-    stage(lab, reference, staged)
+    stage(lab, reference, staged, lane.limits)
     answer = lane.grade(staged, staged.parent / "raw.json")
     run = read_run(staged.parent / "raw.json") if isinstance(answer, Graded) else None
     failed = [] if run is None else [c for c in run.checks if not c.passed]
@@ -153,7 +153,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     try:
         staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         provenance = run_provenance(lab, limits, files_required, replay)
-        todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance)
+        todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance, limits)
         if debug:
             shutil.rmtree(out / DEBUG_FOLDER, ignore_errors=True)  # this run's logs only
             print(f"{lab.name}: each lane's log goes to {out / DEBUG_FOLDER}/", file=stream, flush=True)

@@ -25,7 +25,7 @@ from autograder.batch.outputs import FINGERPRINT, student_folder
 from autograder.batch.provenance import changes, read_stamp, submission_digest
 from autograder.files import what_went_wrong
 from autograder.lab import Lab
-from autograder.limits import DEFAULTS, amount
+from autograder.limits import DEFAULTS, Limits, amount
 from autograder.reports.records import EXTRA_FILE, bounded_notes
 from autograder.results import read_record
 
@@ -81,7 +81,7 @@ def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
     return [lab for lab in labs if any((entry / lab.name).exists() for entry in folders)]
 
 
-def stage(lab: Lab, submission: Submission, target: Path) -> None:
+def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAULTS) -> None:
     """Copy what may be graded into ``target``, a new folder; say what was left out and why: in
     ``submission.notes``, one printable line per file, at most ``Limits.submission_notes`` of ``Limits.note_characters``
     (the lab's modules first), then how many more. Raises only when the folder itself cannot be
@@ -97,10 +97,10 @@ def stage(lab: Lab, submission: Submission, target: Path) -> None:
     real_root = source.resolve()
     said = []  # (not one of the lab's modules, note)
     for path in sorted(source.iterdir()):
-        why = stage_entry(lab, path, real_root, target)
+        why = stage_entry(lab, path, real_root, target, limits)
         if why:
             said.append((path.name not in lab.modules, f"{path.name}: {why}"))
-    submission.notes += bounded_notes([note for _, note in sorted(said, key=lambda item: item[0])])
+    submission.notes += bounded_notes([note for _, note in sorted(said, key=lambda item: item[0])], limits)
     submission.handed_in = any(target.iterdir())  # an empty folder, or only files that are not the lab's
 
 
@@ -109,7 +109,7 @@ LINK_ERRORS = {errno.ELOOP: "a link that loops (following it never reaches a fil
                errno.ENOENT: "a link to nothing (its target does not exist)"}
 
 
-def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | None:
+def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path, limits: Limits) -> str | None:
     """Copy ``path``, an entry of a submission folder, into ``target`` if it may be graded; return
     what to say about it (why it was left out, or what is odd about what was copied), or None."""
     try:
@@ -127,9 +127,9 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | No
             return EXTRA_FILE
         if not stat.S_ISREG(status.st_mode):
             return "not a regular file (a FIFO, a socket or a device), left out"
-        if status.st_size > DEFAULTS.submission_file_bytes:
-            return f"too large (over {amount(DEFAULTS.submission_file_bytes, 'bytes')}), left out"
-        data = read_regular(path)
+        if status.st_size > limits.submission_file_bytes:
+            return f"too large (over {amount(limits.submission_file_bytes, 'bytes')}), left out"
+        data = read_regular(path, limits.submission_file_bytes)
     except OSError as exc:
         return f"could not be read ({what_went_wrong(exc)}), left out"
     if data is None:
@@ -138,15 +138,15 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path) -> str | No
     return unreadable(path.name, data)
 
 
-def read_regular(path: Path) -> bytes | None:
-    """The bytes of ``path``, or None if it is no longer a regular file of at most
-    ``Limits.submission_file_bytes`` (it may have changed since it was listed). Never blocks: a FIFO put in its
+def read_regular(path: Path, most: int) -> bytes | None:
+    """The bytes of ``path``, or None if it is no longer a regular file of at most ``most`` bytes
+    (``Limits.submission_file_bytes``; it may have changed since it was listed). Never blocks: a FIFO put in its
     place opens at once and is refused unread."""
     with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
         if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
             return None
-        data = file.read(DEFAULTS.submission_file_bytes + 1)
-    return data if len(data) <= DEFAULTS.submission_file_bytes else None
+        data = file.read(most + 1)
+    return data if len(data) <= most else None
 
 
 def unreadable(name: str, data: bytes) -> str | None:
@@ -163,7 +163,8 @@ def unreadable(name: str, data: bytes) -> str | None:
     return None
 
 
-def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, force: bool, provenance: dict
+def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, force: bool, provenance: dict,
+                 limits: Limits = DEFAULTS
                  ) -> tuple[list[tuple[Submission, Path, dict]], dict[str, Path], dict[str, list[str]]]:
     """Stage every submission into ``staging``; return those to grade, each with its staged folder and
     the provenance its grade will have (not those whose record in ``out`` has it, unless ``force``), every
@@ -172,7 +173,7 @@ def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, f
     for number, submission in enumerate(cohort):
         staged = staged_folders[submission.student] = staging / str(number) / lab.name
         try:
-            stage(lab, submission, staged)
+            stage(lab, submission, staged, limits)
         except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
             staged.mkdir(parents=True, exist_ok=True)
             submission.problems.append(("error", f"{lab.name}/ could not be read ({what_went_wrong(exc)}): not graded"))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from autograder.files import what_went_wrong
 from autograder.lab import Lab
-from autograder.limits import DEFAULTS, amount
+from autograder.limits import DEFAULTS, Limits, amount
 from autograder.reports.records import EXTRA_FILE, bounded_notes, hidden_line
 from autograder.results import SubmissionResult
 
@@ -71,21 +71,21 @@ def copy_regular_files(upload: Path, into: Path) -> list[Note]:
 class ZipBudget:
     """What unpacking may still write, over all the upload's archives."""
 
-    def __init__(self):
-        self.bytes, self.archives = DEFAULTS.upload_unzipped_bytes, DEFAULTS.upload_archives
+    def __init__(self, limits: Limits):
+        self.limits, self.bytes, self.archives = limits, limits.upload_unzipped_bytes, limits.upload_archives
 
 
-def unpack_zips(folder: Path) -> list[Note]:
+def unpack_zips(folder: Path, limits: Limits) -> list[Note]:
     """Unpack each zip in ``folder`` next to it; zips found inside are unpacked too, down to
     ``Limits.upload_nested_zips`` levels, all within one budget of bytes and archives."""
-    budget, opened, notes = ZipBudget(), set(), []
-    for _ in range(DEFAULTS.upload_nested_zips):
+    budget, opened, notes = ZipBudget(limits), set(), []
+    for _ in range(limits.upload_nested_zips):
         archives = [a for a in sorted(folder.rglob("*.zip")) if a not in opened and a.is_file()]
         opened.update(archives)
         for archive in archives:
             outcome = unpack(archive, budget, notes, folder)
             notes.append((shown(archive, folder), outcome))
-    notes += [(shown(archive, folder), f"a zip inside {DEFAULTS.upload_nested_zips} levels of zips, not opened")
+    notes += [(shown(archive, folder), f"a zip inside {limits.upload_nested_zips} levels of zips, not opened")
               for archive in sorted(folder.rglob("*.zip")) if archive not in opened and archive.is_file()]
     return notes
 
@@ -102,7 +102,8 @@ def unpack(archive: Path, budget: ZipBudget, notes: list[Note], root: Path) -> s
             members = [m for m in bundle.infolist() if not m.is_dir()]
             size = sum(m.file_size for m in members)
             if size > budget.bytes:
-                return f"unpacks to more than the {amount(DEFAULTS.upload_unzipped_bytes, 'bytes')} allowed, not opened"
+                return (f"unpacks to more than the {amount(budget.limits.upload_unzipped_bytes, 'bytes')} allowed, "
+                        "not opened")
             budget.bytes -= size
             target.mkdir()
             for member in members:
@@ -123,7 +124,7 @@ def unpack(archive: Path, budget: ZipBudget, notes: list[Note], root: Path) -> s
         return f"could not be unpacked ({why})"
 
 
-def module_folders(lab: Lab, upload: Path) -> list[tuple[Path, int]]:
+def module_folders(lab: Lab, upload: Path, depth: int) -> list[tuple[Path, int]]:
     """The folders of the upload holding some of the lab's modules (``Limits.upload_depth`` deep at
     most, macOS's metadata aside), each with how many, the one graded first: the one holding the most,
     then the shallowest, then the first by name. The order the upload lists them in plays no part."""
@@ -131,7 +132,7 @@ def module_folders(lab: Lab, upload: Path) -> list[tuple[Path, int]]:
     for folder in [upload, *(p for p in upload.rglob("*") if p.is_dir())]:
         parts = folder.relative_to(upload).parts
         count = sum((folder / module).is_file() for module in lab.modules)
-        if count and len(parts) <= DEFAULTS.upload_depth and "__MACOSX" not in parts:
+        if count and len(parts) <= depth and "__MACOSX" not in parts:
             found.append((folder, count))
     return sorted(found, key=lambda item: (-item[1], len(item[0].relative_to(upload).parts),
                                            item[0].relative_to(upload).parts))
@@ -146,7 +147,7 @@ def look_alike(lab: Lab, name: str) -> str | None:
     return close[0] if close else None
 
 
-def left_out(lab: Lab, path: Path, upload: Path, graded: Path | None) -> str:
+def left_out(lab: Lab, path: Path, upload: Path, graded: Path | None, depth: int) -> str:
     """Why ``path``, a file of the upload that is not graded, is not."""
     parts = path.relative_to(upload).parts
     if runs_at_start(path.name):
@@ -155,8 +156,8 @@ def left_out(lab: Lab, path: Path, upload: Path, graded: Path | None) -> str:
         return GRADERS_OWN
     if "__MACOSX" in parts:
         return "macOS's metadata of a zip, not graded"
-    if len(parts) - 1 > DEFAULTS.upload_depth:
-        return f"deeper than {DEFAULTS.upload_depth} folders, not searched for the lab's modules"
+    if len(parts) - 1 > depth:
+        return f"deeper than {depth} folders, not searched for the lab's modules"
     if module := look_alike(lab, path.name):
         return f"named like {module} but not {module}, not graded (a module is graded under its own name)"
     if graded is None or path.parent == graded:
@@ -191,7 +192,7 @@ def choose(lab: Lab, upload: Path, folders: list[tuple[Path, int]]) -> tuple[Pat
                       for folder, count in aside)]
 
 
-def collect(lab: Lab, upload: Path, into: Path) -> list[str]:
+def collect(lab: Lab, upload: Path, into: Path, limits: Limits = DEFAULTS) -> list[str]:
     """Copy the upload's files of ``lab`` into ``into`` (a student's ``<lab>/``); return notes for the
     student: which folder was graded and why, then every file left out with why (the lab's modules,
     their look-alikes and the files that would change a run first), bounded as staging's are."""
@@ -200,17 +201,18 @@ def collect(lab: Lab, upload: Path, into: Path) -> list[str]:
         return ["nothing was uploaded"]
     with tempfile.TemporaryDirectory(prefix="autograder-upload-") as work:
         root = Path(work) / "upload"
-        found = copy_regular_files(upload, root) + unpack_zips(root)
-        folders = module_folders(lab, root)
+        found = copy_regular_files(upload, root) + unpack_zips(root, limits)
+        folders = module_folders(lab, root, limits.upload_depth)
         graded, choice = choose(lab, root, folders)
         taken = [path for path in sorted(graded.iterdir()) if path.is_file() and lab.holds(path)] if graded else []
         for path in taken:
             shutil.copyfile(path, into / path.name)
         aside = [folder for folder, _ in folders[1:]]
-        found += [(shown(path, root), left_out(lab, path, root, graded)) for path in sorted(root.rglob("*"))
+        found += [(shown(path, root), left_out(lab, path, root, graded, limits.upload_depth))
+                  for path in sorted(root.rglob("*"))
                   if path.is_file() and path not in taken and path.suffix != ".zip" and path.parent not in aside]
     found.sort(key=lambda note: not telling(lab, Path(note[0]).name))
-    return bounded_notes([f"{name}: {what}" if name else what for name, what in [*choice, *found]])
+    return bounded_notes([f"{name}: {what}" if name else what for name, what in [*choice, *found]], limits)
 
 
 def telling(lab: Lab, name: str) -> bool:

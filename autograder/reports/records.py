@@ -11,7 +11,7 @@ import csv
 import io
 
 from autograder.lab import Lab
-from autograder.limits import DEFAULTS
+from autograder.limits import Limits
 from autograder.results import (NOT_HANDED_IN, CheckResult, CohortRun, Failure, FailureKind, RunResults,
                                 SubmissionResult, files_unconfined)
 from autograder.text import csv_cell, one_line
@@ -39,14 +39,14 @@ def problem(failure: Failure | None) -> tuple[str, str] | None:
 EXTRA_FILE = "not part of the assignment, not graded"
 
 
-def bounded_notes(notes: list[str]) -> list[str]:
+def bounded_notes(notes: list[str], limits: Limits) -> list[str]:
     """``notes`` as one printable line each of at most ``Limits.note_characters``, the first
     ``Limits.submission_notes`` of them, then how many more: a submission or an upload of 100,000
     stray files makes a short list, not a 5 MB page (or a CSV cell Python's csv module refuses)."""
     lines = [one_line(note) for note in notes]
-    kept = [line if len(line) <= DEFAULTS.note_characters else line[:DEFAULTS.note_characters - 1] + "…"
-            for line in lines[:DEFAULTS.submission_notes]]
-    more = len(lines) - DEFAULTS.submission_notes
+    kept = [line if len(line) <= limits.note_characters else line[:limits.note_characters - 1] + "…"
+            for line in lines[:limits.submission_notes]]
+    more = len(lines) - limits.submission_notes
     return [*kept, f"and {more} more files noted, not listed"] if more > 0 else kept
 
 
