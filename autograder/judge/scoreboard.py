@@ -7,41 +7,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.internal.conjecture import providers
-from hypothesis.internal.constants_ast import Constants
-
 from autograder.judge.dependencies import dependencies, dependency_label, dependency_sentence, stand_ins
-from autograder.judge.session import (FAILED_CALLS, LAB, NOTES, REACHES, SANDBOX, refusal)
+from autograder.judge.session import FAILED_CALLS, LAB, NOTES, REACHES, SANDBOX, refusal
 from autograder.results import (UNCONFINED_WARNING, CheckResult, Diagnosis, Failure, FailureKind, RunResults,
                                 files_unconfined, total, write_run)
 from autograder.text import printable
-
-POINTS_FILE = "points.toml"
-STAND_INS_FILE = "stand_ins.py"
-NO_LOCAL_CONSTANTS = Constants()
-
-def use_grading_examples() -> None:
-    """Hypothesis draws the same examples wherever a submission is graded (called when pytest starts
-    with this plugin: importing the plugin changes nothing)."""
-    # Same examples every run (a fixed seed: see pytest_configure): a submission gets the same
-    # score every time it is graded. No shrinking: a verdict is all a check needs, and shrinking
-    # costs minutes on wrong code.
-    # Six generated examples on top of each check's explicit ones (the documents' shapes): every
-    # wrong module in tests/wrong_modules is caught with six, and each example costs every
-    # submission a few worker round trips (25 examples made grading 2.5x slower; see `make bench`).
-    # derandomize is set too: Hypothesis's default profile turns it on where the CI variable is set (GitHub
-    # Classroom's runners), which would draw other examples there than `make grade` draws.
-    settings.register_profile("grading", deadline=None, max_examples=6, database=None, derandomize=False,
-                              print_blob=False, suppress_health_check=list(HealthCheck),
-                              phases=(Phase.explicit, Phase.generate))
-    settings.load_profile("grading")
-    # Hypothesis also draws "local constants": literals it collects from every module outside
-    # site-packages that happens to be imported (here: the kit's own). `make check`, a grading
-    # lane and Gradescope import different ones, so one seed would draw different examples in
-    # each, and a grade would depend on where it was computed. Without them the examples depend
-    # on the seed alone. (No setting turns this off in the pinned hypothesis 6.170.)
-    providers._get_local_constants = lambda: NO_LOCAL_CONSTANTS
 
 
 def first_failures(failed: list[CheckResult]) -> tuple[list[CheckResult], dict[str, int]]:
