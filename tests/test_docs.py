@@ -45,3 +45,10 @@ def test_the_pages_quote_only_commands_and_paths_that_exist():
     paths = set(re.findall(r"`((?:autograder|tests|source|deploy|examples|solutions|assignments|\.github|\.ci)/"
                            r"[^`<>*\s]*)`", text))
     assert len(paths) > 20 and sorted(p for p in paths if not (KIT / p.split("::")[0]).exists()) == []
+
+
+def test_the_design_page_names_every_module_of_the_kit():
+    """docs/design.md's layout is where a maintainer finds a module's role: a new module is named there."""
+    layout = (KIT / "docs" / "design.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    modules = {path.name for path in (KIT / "autograder").rglob("*.py") if path.name not in ("__init__.py", "__main__.py")}
+    assert sorted(name for name in modules if f"`{name}`" not in layout) == []
