@@ -64,3 +64,16 @@ def test_importing_the_plugin_changes_nothing():
              "assert (hypothesis.settings.default, providers._get_local_constants) == before\n")
     run = subprocess.run([sys.executable, "-c", probe], cwd=KIT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_modules_and_functions_stay_small_enough_to_read():
+    """A module does one job (450 lines at most) and a function fits a screen or two (60 lines at most)."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > 450:
+            too_long.append(f"{path.relative_to(KIT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                too_long.append(f"{path.relative_to(KIT)}: {node.name}, {node.end_lineno - node.lineno + 1} lines")
+    assert too_long == []
