@@ -60,8 +60,9 @@ def write_class_files(lab: Lab, out: Path, records: list[SubmissionResult], simi
              for r in records}
     write_atomically(out / "grades.csv", grades_csv(lab, records))
     write_atomically(out / "classroom50-overrides.csv", classroom50_overrides_csv(lab, records))
-    write_atomically(out / "checks.csv", checks_csv(check_statistics(lab, [r for r in records if r.handed_in])))
-    write_atomically(out / "report.html", class_report(lab, records, links, similar, removed, unstable or {}))
+    checks = check_statistics(lab, [r for r in records if r.handed_in])  # once, for the CSV and the page
+    write_atomically(out / "checks.csv", checks_csv(checks))
+    write_atomically(out / "report.html", class_report(lab, records, links, similar, removed, unstable or {}, checks))
 
 
 def write_course_table(out: Path, runs: list[CohortRun]) -> None:

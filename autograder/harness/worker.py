@@ -62,7 +62,8 @@ class Worker:
         self.broken_imports: dict[str, RequestError] = {}
         self.timeout = 0.0  # seconds a call may run before it is interrupted; 0: never
         # What the judge reads of one message (its Configure says the run's): an answer over it is refused here.
-        self.frame_bytes, self.header_bytes = Limits().frame_bytes, Limits().header_bytes
+        declared = Limits()
+        self.frame_bytes, self.header_bytes = declared.frame_bytes, declared.header_bytes
         self.guards = Guards()
         self.stand_ins = StandIns(self.root)
 

@@ -134,11 +134,13 @@ def needs_a_look(students: list[dict], absent: list[dict]) -> list[dict]:
 
 
 def class_report(lab: Lab, records: list[SubmissionResult], links: dict[str, str], similar: dict | None = None,
-                 removed: tuple[str, ...] = (), unstable: dict[str, list[str]] | None = None) -> str:
+                 removed: tuple[str, ...] = (), unstable: dict[str, list[str]] | None = None,
+                 checks: list[dict] | None = None) -> str:
     """``links``: each student's feedback page, relative to the report; ``similar``: the near-copies
     (:func:`autograder.reports.similarity.near_copies`; None leaves the section out); ``removed``: the
     students whose reports this run removed (no longer in the submissions); ``unstable``: the checks whose
-    verdict changed between runs of ``make grade REPEAT=n`` (``{"part: check": [students]}``)."""
+    verdict changed between runs of ``make grade REPEAT=n`` (``{"part: check": [students]}``); ``checks``: the
+    checks' statistics (:func:`autograder.reports.check_statistics.check_statistics`), when already made."""
     everyone = sorted(records, key=lambda r: r.student)
     # Who handed nothing in is listed apart and left out of every statistic: a 0 would pull the means.
     absent = [{"name": one_line(r.student), "link": links.get(r.student, "")} for r in everyone if not r.handed_in]
@@ -155,7 +157,7 @@ def class_report(lab: Lab, records: list[SubmissionResult], links: dict[str, str
         top = max((r.parts[part].max_points for r in records), default=0.0)
         parts.append({"id": part, "title": lab.part(part).title, "max": top, "mean": statistics.fmean(got) if got else 0.0,
                       "full": sum(g >= top for g in got) if top else 0})
-    checks = check_statistics(lab, records)
+    checks = check_statistics(lab, records) if checks is None else checks
     mistakes: dict[str, dict] = {}
     for record in records:
         for part in lab.part_ids:
