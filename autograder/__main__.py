@@ -251,7 +251,7 @@ def check_command(parser, options) -> int:
         args.append("--no-confinement")
     if not options.no_confinement:
         try:
-            refuse_unconfined()
+            refuse_unconfined(from_options(options))
         except Unconfined as refused:
             print(f"error: nothing checked: {refused}", file=sys.stderr)
             return 2

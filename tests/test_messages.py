@@ -4,8 +4,9 @@ read back as the same message, and what a worker answers is read as strictly as 
 import pytest
 
 from autograder.batch.jobs import Failed, Graded, Job, answer_from_line
-from autograder.harness.messages import (REQUESTS, Answered, Build, Call, Configure, Grad, MessageError, Method,
-                                         Request, WorkerError, answer_from_wire)
+from autograder.harness.messages import (REQUESTS, ZYGOTE_MESSAGES, Answered, Build, Call, Configure, ForkConfined,
+                                         Forked, ForkTrusted, Grad, MessageError, Method, NotForked, Request, Status,
+                                         StatusOf, WorkerError, ZygoteMessage, answer_from_wire)
 
 EXAMPLES = [Configure(timeout=2.5, imports={"heads": ["heads", "softmax"]}),
             Call(target="softmax.softmax", args=[1, (2, 3)], kwargs={"dim": -1}, seed=7, count=["torch.exp"]),
@@ -43,6 +44,23 @@ def test_the_judge_reads_an_answer_only_in_its_declared_form():
     assert len(said.message) == 4000 and "\x1b" not in said.message
     assert answer_from_wire(WorkerError("timeout", message="slow", loading=("a.py",)).to_wire(), "m.f") == \
         WorkerError("timeout", message="slow", where="", loading=("a.py",))
+
+
+ZYGOTE_EXAMPLES = [ForkConfined(id=1, root="/s", scratch="/w/scratch", view="/w/view", uid=None, cgroup=None,
+                                 limits={"call_timeout": 10.0}),
+                    ForkTrusted(id=2, root="/ref"), StatusOf(id=3, pid=0), Forked(id=1, pid=42),
+                    NotForked(id=1, error="no memory"), Status(id=3, status=None)]
+
+
+def test_the_judge_and_its_zygote_read_each_others_lines_as_types():
+    assert {type(message) for message in ZYGOTE_EXAMPLES} == set(ZYGOTE_MESSAGES.values())
+    for message in ZYGOTE_EXAMPLES:
+        line = message.to_line()
+        assert line.endswith(b"\n") and line.count(b"\n") == 1 and ZygoteMessage.from_line(line) == message
+    for other in (b'{"op": "shutdown", "id": 1}\n', b'{"id": 1, "pid": 3}\n', b'{"op": "forked", "id": 1}\n',
+                  b'["forked"]\n', b"not json\n"):
+        with pytest.raises(MessageError):
+            ZygoteMessage.from_line(other)
 
 
 def test_a_lane_and_its_batch_read_each_others_lines_as_types():

@@ -146,7 +146,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     if files_required:
         from autograder.harness.sandbox import refuse_unconfined  # 40 ms of imports, only where a cohort is graded
 
-        refuse_unconfined()
+        refuse_unconfined(limits)
     out.mkdir(parents=True, exist_ok=True)
     cohort = [s for s in discover(lab, submissions, strip_prefix) if shard is None or shard.holds(s.student)]
     staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
@@ -193,7 +193,7 @@ def grade_course(labs: list[Lab], submissions: Path, out: Path, shard: Shard | N
     if options.get("files_required", True):  # refused before anything is written (grade refuses too)
         from autograder.harness.sandbox import refuse_unconfined
 
-        refuse_unconfined()
+        refuse_unconfined(options.get("limits", DEFAULTS))
     mark_output(out)
     submitted, runs = labs_submitted(labs, submissions), []
     for lab in submitted:

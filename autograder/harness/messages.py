@@ -1,7 +1,8 @@
 """What the judge (:mod:`autograder.harness.remote`) and a worker (:mod:`autograder.harness.worker`) say to
 each other, declared once: a dataclass per request and per answer, each with one wire form (a dict, which
 :mod:`autograder.harness.codec` frames). Torch-free and importing nothing of the judge: the worker, which
-runs student code, imports it; the values inside (arguments, tensors, handles) are the codec's.
+runs student code, imports it; the values inside (arguments, tensors, handles) are the codec's. The judge's
+requests to its zygote and the zygote's answers are declared here too (the last section).
 
 Every request may carry ``seed`` (None: the worker's default; :data:`CONTINUE_STREAM`: where the previous
 request left the RNG, so several calls draw on one stream as the calls inside one forward pass do),
@@ -15,6 +16,7 @@ worker first forgets the modules it built, so handle ids do not depend on earlie
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -243,3 +245,82 @@ class Hello:
     @classmethod
     def from_wire(cls, wire) -> Hello:
         return cls(wire.get("hello") if isinstance(wire, dict) else None)
+
+
+# -- the judge and its zygote (autograder.harness.zygote): one JSON line each way ------------------------------
+# The zygote runs no student code; the judge still checks what it answers (autograder.harness.zygote_client).
+
+@dataclass(kw_only=True)
+class ZygoteMessage:
+    OP: ClassVar[str]
+    id: int = 0  # the request's, echoed by its answer
+
+    def to_line(self) -> bytes:
+        return json.dumps({"op": self.OP, **dataclasses.asdict(self)}).encode() + b"\n"
+
+    @staticmethod
+    def from_line(line: bytes) -> ZygoteMessage:
+        """The message a line is, by its ``op`` (:data:`ZYGOTE_MESSAGES`); MessageError for any other."""
+        try:
+            wire = json.loads(line)
+            return ZYGOTE_MESSAGES[wire.pop("op")](**wire)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise MessageError(f"not a zygote message: {exc}") from None
+
+
+@dataclass(kw_only=True)
+class ForkConfined(ZygoteMessage):
+    """Fork a worker into a sandbox (:class:`autograder.harness.sandbox.Confinement`'s fields; ``limits`` as
+    :class:`autograder.limits.Limits`' fields). Answered by :class:`Forked` with the judge's end of the
+    worker's socket and the read end of the pipe it prints into (``SCM_RIGHTS``), or :class:`NotForked`."""
+
+    OP = "fork_confined"
+    root: str
+    scratch: str
+    view: str
+    uid: int | None
+    cgroup: str | None
+    files_required: bool = True
+    limits: dict = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class ForkTrusted(ZygoteMessage):
+    """Fork an unconfined worker for trusted code (the reference solution) in ``root``; answered as
+    :class:`ForkConfined` is."""
+
+    OP = "fork_trusted"
+    root: str
+
+
+@dataclass(kw_only=True)
+class StatusOf(ZygoteMessage):
+    """How the zygote's child ``pid`` (a worker) ended: answered by :class:`Status`. ``pid`` 0 asks nothing:
+    its answer says the zygote serves (it answers nothing before torch is imported and warmed up)."""
+
+    OP = "status_of"
+    pid: int
+
+
+@dataclass(kw_only=True)
+class Forked(ZygoteMessage):
+    OP = "forked"
+    pid: int
+
+
+@dataclass(kw_only=True)
+class NotForked(ZygoteMessage):
+    OP = "not_forked"
+    error: str
+
+
+@dataclass(kw_only=True)
+class Status(ZygoteMessage):
+    """``status``: the wait status of a worker that has ended; None if unknown or still running."""
+
+    OP = "status"
+    status: int | None
+
+
+ZYGOTE_MESSAGES: dict[str, type[ZygoteMessage]] = {
+    kind.OP: kind for kind in (ForkConfined, ForkTrusted, StatusOf, Forked, NotForked, Status)}

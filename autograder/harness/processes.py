@@ -18,7 +18,7 @@ from pathlib import Path
 
 from autograder.harness import cgroup, sandbox, worker_uids
 from autograder.harness.codec import decode_frame, encode, read_frame_bytes
-from autograder.harness.messages import Configure, Hello
+from autograder.harness.messages import Configure, ForkConfined, ForkTrusted, Hello
 from autograder.harness.zygote_client import Zygote, parent_of
 from autograder.limits import PROGRESS_SECONDS, Limits
 from autograder.results import FailureKind
@@ -74,7 +74,7 @@ class WorkerProcess:
         self.printed = OutputTail(limits.output_tail_bytes)
         self.zygote = zygote = Zygote.shared()
         if not confined:  # trusted code: forked by the zygote too (no torch import), without a sandbox
-            request = {"root": str(root), "trusted": True}
+            request = ForkTrusted(root=str(root))
         else:
             scratch, view = self.folder / "scratch", self.folder / "view"
             scratch.mkdir()
@@ -87,11 +87,11 @@ class WorkerProcess:
                 self.cgroup = cgroup.WorkerCgroup(self.uid, limits.worker_total_memory_bytes)
             except OSError as exc:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
-            request = {"root": str(root), "scratch": str(scratch), "view": str(view), "uid": self.uid,
-                       "cgroup": self.cgroup and self.cgroup.procs, "files_required": self.files_required,
-                       "limits": dataclasses.asdict(limits)}
+            request = ForkConfined(root=str(root), scratch=str(scratch), view=str(view), uid=self.uid,
+                                   cgroup=self.cgroup and self.cgroup.procs, files_required=self.files_required,
+                                   limits=dataclasses.asdict(limits))
         try:
-            self.sock, self.output, self.pid = zygote.fork(request)
+            self.sock, self.output, self.pid = zygote.fork(request, limits.start_timeout)
         except OSError:
             self.close()
             raise
@@ -170,7 +170,7 @@ class WorkerProcess:
             return {"kind": FailureKind.MEMORY}
         if self.pidfd is None or not select.select([self.pidfd], [], [], grace)[0]:
             return {}
-        status = self.zygote.status_of(self.pid)
+        status = self.zygote.status_of(self.pid, self.limits.start_timeout)
         if status is None:
             return {}
         if os.WIFSIGNALED(status):

@@ -55,7 +55,7 @@ from autograder.harness.file_view import enter_view, outside_folders, prove_file
 from autograder.harness.syscalls import (CAP_LAST, CLONE_NEWCGROUP, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER,
                                          CLONE_NEWUTS, LINUX_CAPABILITY_VERSION_3, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS,
                                          PR_SET_PDEATHSIG, CapData, CapHeader, check, libc, prctl, unshare)
-from autograder.limits import DEFAULTS, Limits
+from autograder.limits import Limits
 from autograder.results import FILE_CONFINEMENT
 
 
@@ -110,7 +110,7 @@ class Confinement:
     uid: int | None  # a user id of its own (root only); None keeps the grader's
     cgroup: str | None  # the cgroup.procs of its memory cgroup (made by the judge); None: there is none
     files_required: bool = True  # serve nothing unless the file confinement is proven (False: --no-confinement)
-    limits: Limits = DEFAULTS  # the run's (the judge sends them): its resources and scratch
+    limits: Limits = field(kw_only=True)  # the run's (the judge sends them): its resources and scratch
 
 
 # -- the three processes ------------------------------------------------------------------------
@@ -344,10 +344,10 @@ class Unconfined(BaseException):
     no check's handler may take it for the student's failure; the judge stops (the plugin)."""
 
 
-def probe() -> Report:
+def probe(limits: Limits) -> Report:
     """What a worker's sandbox enforces on this machine, found by confining one, as :func:`spawn` does
-    for a submission, around an empty copy (no student code, no torch needed): the entry points ask
-    before they grade, and refuse with :data:`WAYS_OUT` where its report says ``refused``."""
+    for a submission, around an empty copy (no student code, no torch needed), under ``limits``: the
+    entry points ask before they grade, and refuse with :data:`WAYS_OUT` where its report says ``refused``."""
     with tempfile.TemporaryDirectory(prefix="autograder-probe-") as folder:
         os.chmod(folder, 0o711)  # a worker under its own user id reaches its scratch without a view
         submission, scratch, view = (os.path.join(folder, name) for name in ("submission", "scratch", "view"))
@@ -360,10 +360,11 @@ def probe() -> Report:
             def answer(report: Report) -> None:
                 theirs.sendall(json.dumps(dataclasses.asdict(report)).encode())
 
-            pid = spawn(Confinement(submission, scratch, view, uids and uids.take(), None), theirs, output_end, answer)
+            pid = spawn(Confinement(submission, scratch, view, uids and uids.take(), None, limits=limits), theirs, output_end,
+                        answer)
             theirs.close()
             os.close(output_end)
-            ours.settimeout(DEFAULTS.start_timeout)
+            ours.settimeout(limits.start_timeout)
             received = b"".join(iter(lambda: ours.recv(1 << 16), b""))
             os.waitpid(pid, 0)
         finally:
@@ -374,15 +375,15 @@ def probe() -> Report:
         return Report(**json.loads(received))
 
 
-def refuse_unconfined() -> None:
+def refuse_unconfined(limits: Limits) -> None:
     """Raise :class:`Unconfined` unless a worker confined here proves its files confined (:func:`probe`,
     10 ms, once a process: a cohort's labs are graded on one machine; every worker proves it again itself,
     and refuses to serve where it cannot)."""
-    refused = _refusal()
+    refused = _refusal(limits)
     if refused:
         raise Unconfined(refused)
 
 
 @functools.cache
-def _refusal() -> str | None:
-    return probe().refused
+def _refusal(limits: Limits) -> str | None:
+    return probe(limits).refused

@@ -46,7 +46,7 @@ class Channel:
         """Before the first call is charged: the zygote's own start (torch, the warm-up) is the grader's
         cost; a later one (code that killed it) is charged like any restart."""
         if not self.started:
-            Zygote.shared().wait_ready()
+            Zygote.shared().wait_ready(self.limits.start_timeout)
             self.started = True
 
     def start(self, call_timeout: float) -> WorkerProcess:

@@ -6,20 +6,17 @@ reference, no environment: it runs with :data:`autograder.harness.sandbox.ENVIRO
 a forked worker inherits only torch and the worker code. A judge that started clean forks it
 (:func:`serve_forked`, :mod:`autograder.harness.clean_start`); otherwise
 :class:`autograder.harness.zygote_client.Zygote` starts it as
-``python -m autograder.harness.zygote <socket fd> <judge pid>``. Each request
-is one JSON line ``{"id", "root", "scratch", "view", "uid", "cgroup"}`` and each answer a JSON line
-``{"id", "pid"}`` that carries (``SCM_RIGHTS``) the judge's end of the new worker's socket and
-the read end of the pipe its output goes to. ``pid`` is the worker (:func:`autograder.harness.sandbox.spawn`),
-a child of this process and PID 1 of its own namespace. A request ``{"id", "root", "trusted": true}``
-forks an unconfined worker for trusted code (the reference solution): it pays no torch import either.
-A request ``{"id", "status_of": pid}`` asks how a worker that has ended did (``{"id", "status"}``: its
-wait status, or null).
+``python -m autograder.harness.zygote <socket fd> <judge pid>``. The judge asks by
+the messages :mod:`autograder.harness.messages` declares (:class:`ForkConfined`, :class:`ForkTrusted`,
+:class:`StatusOf`), one JSON line each; a worker forked is answered with its pid and, beside it
+(``SCM_RIGHTS``), the judge's end of its socket and the read end of the pipe its output goes to. A confined
+worker (:func:`autograder.harness.sandbox.spawn`) is a child of this process and PID 1 of its own namespace;
+a trusted one (the reference solution) runs unconfined, and pays no torch import either.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import signal
 import socket
@@ -27,6 +24,7 @@ import sys
 from pathlib import Path
 
 from autograder.harness import file_view, sandbox, syscalls
+from autograder.harness.messages import ForkConfined, Forked, ForkTrusted, NotForked, Status, StatusOf, ZygoteMessage
 from autograder.limits import Limits
 
 
@@ -113,39 +111,46 @@ def serve(control: socket.socket) -> None:
 
 
 def serve_requests(control: socket.socket) -> None:
-    """Fork a worker for each request on ``control``, until the judge hangs up."""
+    """Serve each request on ``control`` (:data:`SERVE`), until the judge hangs up."""
     sys.dont_write_bytecode = True  # a judge that forked this one may write its bytecode; no worker writes any
     statuses: dict[int, int] = {}
     for line in control.makefile("rb"):
         reap(statuses)
-        request = json.loads(line)
-        if "status_of" in request:
-            status = statuses.pop(request["status_of"], None)
-            control.sendall(json.dumps({"id": request["id"], "status": status}).encode() + b"\n")
-            continue
-        judge_end, worker_end = socket.socketpair()
-        output, output_end = os.pipe()
-        try:
-            if request.get("trusted"):
-                pid = fork_trusted(request["root"], worker_end, output_end)
-            else:
-                confinement = sandbox.Confinement(request["root"], request["scratch"], request["view"], request["uid"],
-                                                  request["cgroup"], request.get("files_required") is not False,
-                                                  Limits(**request["limits"]))
-                pid = sandbox.spawn(confinement, worker_end, output_end,
-                                    # spawn runs it in the child it forks, before this loop moves on
-                                    lambda report: worker.run(confinement.submission, worker_end, report))  # noqa: B023
-        except OSError as exc:
-            control.sendall(json.dumps({"id": request["id"], "error": str(exc)}).encode() + b"\n")
-        else:
-            socket.send_fds(control, [json.dumps({"id": request["id"], "pid": pid}).encode() + b"\n"],
-                            [judge_end.fileno(), output])
-        finally:
-            for end in (judge_end, worker_end):
-                end.close()
-            os.close(output)
-            os.close(output_end)
+        request = ZygoteMessage.from_line(line)  # only the judge holds the other end
+        SERVE[type(request)](request, control, statuses)
     reap(statuses)  # the judge hung up, its workers ended: none is left for init to collect
+
+
+def status_of(request: StatusOf, control: socket.socket, statuses: dict[int, int]) -> None:
+    control.sendall(Status(id=request.id, status=statuses.pop(request.pid, None)).to_line())
+
+
+def fork_worker(request: ForkConfined | ForkTrusted, control: socket.socket, statuses: dict[int, int]) -> None:
+    """Fork the worker asked for; answer with its pid and, beside it, the judge's end of its socket and the
+    read end of the pipe it prints into."""
+    judge_end, worker_end = socket.socketpair()
+    output, output_end = os.pipe()
+    try:
+        if isinstance(request, ForkTrusted):
+            pid = fork_trusted(request.root, worker_end, output_end)
+        else:
+            confinement = sandbox.Confinement(request.root, request.scratch, request.view, request.uid, request.cgroup,
+                                              request.files_required, limits=Limits(**request.limits))
+            pid = sandbox.spawn(confinement, worker_end, output_end,
+                                # spawn runs it in the child it forks, before the zygote serves another request
+                                lambda report: worker.run(confinement.submission, worker_end, report))
+    except OSError as exc:
+        control.sendall(NotForked(id=request.id, error=str(exc)).to_line())
+    else:
+        socket.send_fds(control, [Forked(id=request.id, pid=pid).to_line()], [judge_end.fileno(), output])
+    finally:
+        for end in (judge_end, worker_end):
+            end.close()
+        os.close(output)
+        os.close(output_end)
+
+
+SERVE = {ForkConfined: fork_worker, ForkTrusted: fork_worker, StatusOf: status_of}
 
 
 def serve_forked(control: socket.socket, judge: int, kit: Path) -> None:

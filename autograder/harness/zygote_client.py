@@ -8,8 +8,8 @@ and warm-up then run while the judge imports torch, pytest and the checks itself
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import json
 import os
 import signal
 import socket
@@ -20,7 +20,7 @@ import time
 
 from autograder.course import KIT_ROOT
 from autograder.harness import sandbox, worker_uids
-from autograder.limits import DEFAULTS
+from autograder.harness.messages import Forked, ForkConfined, ForkTrusted, Status, StatusOf, ZygoteMessage
 
 
 def peer_pid(sock: socket.socket) -> int:
@@ -134,18 +134,18 @@ class Zygote:
             time.sleep(0.002)
         zygote.replace()  # kills only one still running
 
-    def fork(self, request: dict) -> tuple[socket.socket, int, int]:
-        """A new confined worker: the judge's socket to it, the pipe it prints into and its pid."""
-        request = {**request, "id": next(self.requests)}
+    def fork(self, request: ForkConfined | ForkTrusted, timeout: float) -> tuple[socket.socket, int, int]:
+        """A new worker: the judge's socket to it, the pipe it prints into and its pid; the zygote's answer
+        is due within ``timeout`` seconds."""
+        request = dataclasses.replace(request, id=next(self.requests))
         fds: list[int] = []
         try:
-            self._send(request)
-            message, fds, _, _ = socket.recv_fds(self.control, 4096, 4)
-            answer = json.loads(message) if message.endswith(b"\n") else {}
-            if answer.get("id") != request["id"] or "error" in answer:
-                raise OSError(f"the zygote did not start the worker: {answer.get('error', 'no answer')}")
-            pid = answer.get("pid")
-            if len(fds) != 2 or not isinstance(pid, int) or pid <= 1 or parent_of(pid) != self.proc.pid:
+            self._send(request, timeout)
+            line, fds, _, _ = socket.recv_fds(self.control, 4096, 4)
+            answer = self._answer(request, line)
+            if not isinstance(answer, Forked):
+                raise OSError(f"the zygote did not start the worker: {getattr(answer, 'error', 'no answer')}")
+            if len(fds) != 2 or not isinstance(answer.pid, int) or answer.pid <= 1 or parent_of(answer.pid) != self.proc.pid:
                 raise OSError("the zygote's answer did not check out")
             sock = socket.socket(fileno=fds[0])
             fds[0] = -1  # the socket owns it now
@@ -158,30 +158,35 @@ class Zygote:
                     os.close(fd)
             self.replace()
             raise OSError(f"could not start a worker: {exc}") from None
-        return sock, fds[1], pid
+        return sock, fds[1], answer.pid
 
-    def wait_ready(self) -> None:
-        """Return once the zygote serves (it answers nothing before torch is imported and warmed up)."""
+    def wait_ready(self, timeout: float) -> None:
+        """Return once the zygote serves (it answers nothing before torch is imported and warmed up), or
+        ``timeout`` seconds have passed (it is replaced then)."""
         if not self.ready:
-            self.status_of(0)
+            self.status_of(0, timeout)
             self.ready = Zygote._shared is self  # no answer replaced it: its successor is not ready yet
 
-    def status_of(self, pid: int) -> int | None:
+    def status_of(self, pid: int, timeout: float) -> int | None:
         """How the zygote's child ``pid`` ended (a wait status), once it has; None if unknown."""
-        request = {"id": next(self.requests), "status_of": pid}
+        request = StatusOf(id=next(self.requests), pid=pid)
         try:
-            self._send(request)
-            answer = json.loads(self.control.recv(4096))
+            self._send(request, timeout)
+            answer = self._answer(request, self.control.recv(4096))
         except (OSError, ValueError):
             self.replace()
             return None
-        status = answer.get("status") if answer.get("id") == request["id"] else None
-        return status if isinstance(status, int) else None
+        return answer.status if isinstance(answer, Status) and isinstance(answer.status, int) else None
 
-    def _send(self, request: dict) -> None:
-        """One request, a JSON line; its answer is due within the start time-out."""
-        self.control.settimeout(DEFAULTS.start_timeout)
-        self.control.sendall(json.dumps(request).encode() + b"\n")
+    def _send(self, request: ZygoteMessage, timeout: float) -> None:
+        self.control.settimeout(timeout)
+        self.control.sendall(request.to_line())
+
+    @staticmethod
+    def _answer(request: ZygoteMessage, line: bytes) -> ZygoteMessage | None:
+        """The zygote's answer to ``request`` (None: an answer to another, or a line cut short)."""
+        answer = ZygoteMessage.from_line(line) if line.endswith(b"\n") else None
+        return answer if answer is not None and answer.id == request.id else None
 
     def replace(self) -> None:
         """Stop this zygote; the next fork starts a new one."""
