@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -400,3 +401,25 @@ def test_the_memory_cgroup_of_a_v2_hierarchy_gets_the_controller_for_its_childre
     (own / "cgroup.controllers").write_text("cpu pids\n")  # memory bound to a v1 hierarchy instead
     with pytest.raises(OSError, match="no memory cgroup controller"):
         find_hierarchy(mounts, "0::/grader\n")
+
+
+def test_python_reached_through_a_link_still_imports_in_a_worker(tmp_path):
+    """A kit whose .venv is a link to another folder (or a home in a linked folder): Python names its packages
+    by the link, so a worker's view holds the link too, and a module not imported yet still loads there."""
+    linked = tmp_path / "linked-venv"
+    linked.symlink_to(Path(sys.prefix).resolve())
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "scores.py").write_text("def lazy(x):\n    import markupsafe  # imported by no worker before\n"
+                                      "    return markupsafe.escape(x)\n")
+    run = subprocess.run([str(linked / "bin" / "python"), "-c", textwrap.dedent("""
+        import sys
+        from autograder.harness.remote import RemoteCode
+        code = RemoteCode(sys.argv[1], timeout=10.0, confined=True, budget=60.0)
+        try:
+            for line in (sys.prefix, code.scores.lazy("<b>"), code.sandbox["enforced"][-1]):
+                print(line)
+        finally:
+            code.close()
+        """), str(folder)], cwd=KIT, capture_output=True, text=True, timeout=120)
+    assert run.stdout.splitlines() == [str(linked), "&lt;b&gt;", FILE_CONFINEMENT], run.stderr[-2000:]

@@ -26,14 +26,34 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the kit's autograder/: the worker's own code
 
 
-@functools.cache  # the same for every worker: computed once, in the zygote
-def read_roots() -> list[str]:
-    """What a worker may read besides its submission: Python, its packages, the system's libraries
-    and the worker's own code (the kit's ``autograder/``, no checks)."""
+def named_roots() -> set[str]:
+    """What a worker may read besides its submission, by the names Python uses: Python, its packages, the
+    system's libraries and the worker's own code (the kit's ``autograder/``, no checks)."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              "/usr/lib", "/usr/lib64", "/lib", "/lib64", PACKAGE}
-    roots |= {path for path in sys.path if path.endswith("site-packages")}
-    return sorted(os.path.realpath(r) for r in roots if os.path.exists(r))
+    return roots | {path for path in sys.path if path.endswith("site-packages")}
+
+
+@functools.cache  # the same for every worker: computed once, in the zygote
+def read_roots() -> list[str]:
+    """:func:`named_roots`, resolved: the folders the view holds and Landlock allows."""
+    return sorted(os.path.realpath(r) for r in named_roots() if os.path.exists(r))
+
+
+@functools.cache
+def links_to_roots() -> list[str]:
+    """The symbolic links on the way to :func:`named_roots` (a ``.venv`` linked from elsewhere, a home in a
+    linked folder): the view makes them again, at the same paths, or Python could not find by its own names
+    a module it has not imported yet (``torch.optim``'s first step imports ``torch._dynamo``)."""
+    links = set()
+    for named in named_roots():
+        path = "/"
+        for part in named.split("/"):
+            path = os.path.join(path, part)
+            if os.path.islink(path):
+                links.add(path)
+                path = os.path.realpath(path)
+    return sorted(links)
 
 
 def outermost(paths: list[str]) -> list[str]:
@@ -64,8 +84,10 @@ def enter_view(confinement: Confinement) -> None:
 
     for root in outermost([*read_roots(), confinement.submission]):
         bind(root)
-    for link in ("/lib", "/lib64", "/bin"):  # the loader's paths are links to /usr on merged-/usr systems
-        if os.path.islink(link) and not os.path.lexists(view + link):
+    # The loader's paths are links to /usr on merged-/usr systems; Python's may go through links too.
+    for link in [*(link for link in ("/lib", "/lib64", "/bin") if os.path.islink(link)), *links_to_roots()]:
+        if not os.path.lexists(view + link):
+            os.makedirs(os.path.dirname(view + link), mode=0o755, exist_ok=True)
             os.symlink(os.readlink(link), view + link)
     # Scratch is a small tmpfs of its own: it vanishes with the namespace, and its size and file
     # count are capped (the file size limit caps one file, not how many).
@@ -120,7 +142,7 @@ def prove_files_confined(confinement: Confinement, outside: list[str], own_view:
     if confinement.uid is None and not own_view:
         raise PermissionError("without root, only a file system view of its own (a user namespace) confines a "
                               "worker: Landlock alone leaves chmod, the grader's sockets and its processes in reach")
-    allowed = [*read_roots(), confinement.submission, confinement.scratch]
+    allowed = [*read_roots(), *links_to_roots(), confinement.submission, confinement.scratch]
     for folder in outside:
         try:
             seen = set(os.listdir(folder))

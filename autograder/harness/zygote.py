@@ -98,7 +98,8 @@ def prepare() -> None:
     own checks then find it ready too)."""
     torch.set_num_threads(1)  # before the first operation and any fork: tiny tensors, and lanes fill the cores
     warm_up()
-    file_view.read_roots()  # resolved once here; every worker inherits the answer
+    file_view.read_roots()  # resolved once here; every worker inherits the answers
+    file_view.links_to_roots()
     # What is loaded so far lives as long as the process: out of the collector's way, so that no
     # collection walks torch's objects (in the judge, hypothesis runs one per process) nor writes
     # to the pages a worker or the judge shares with the zygote (a worker, a student's code runs any).
