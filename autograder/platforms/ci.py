@@ -26,7 +26,6 @@ from fractions import Fraction
 from pathlib import Path
 from urllib.parse import quote
 
-from autograder.judge.plugin import checks_command_line
 from autograder.lab import Lab
 from autograder.reports.feedback import feedback_markdown
 from autograder.reports.records import student_record
@@ -40,7 +39,11 @@ ANNOTATIONS = 10  # GitHub shows at most 10 error annotations of a step
 
 def public_run(submission: Path) -> tuple[Lab, SubmissionResult]:
     """The public checks of ``submission`` (a lab's folder, its checks in ``tests/``) run once: the record."""
-    import pytest  # the checks' runner: only where they run (a batch reads this module for its overrides' CSV)
+    # The checks' runner and the judge (torch: 1.6 s): only where they run (a batch reads this module for
+    # its overrides' CSV).
+    import pytest
+
+    from autograder.judge.plugin import checks_command_line
 
     checks = submission / "tests"
     lab = Lab.load(checks.parent)
