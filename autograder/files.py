@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -27,3 +28,23 @@ def what_went_wrong(exc: Exception) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
     return type(exc).__name__
+
+
+def digest_files(*folders: Path, also: tuple[Path, ...] = ()) -> str:
+    """One digest of every file under ``folders`` (names and bytes) and of ``also``; caches, hidden files
+    and editors' backups left out (:func:`incidental`): a notebook's checkpoint is not a change of the kit."""
+    digest = hashlib.sha256()
+    for path in also:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and not incidental(path.relative_to(folder)):
+                digest.update(os.fsencode(path.relative_to(folder)) + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def incidental(path: Path) -> bool:
+    """A file no grade depends on: under ``__pycache__`` or a hidden folder (``.ipynb_checkpoints``,
+    ``.hypothesis``), hidden itself, or an editor's backup or swap file."""
+    return (any(part == "__pycache__" or part.startswith(".") for part in path.parts)
+            or path.name.endswith(("~", ".swp", ".swo", ".bak", ".orig", ".pyc")))

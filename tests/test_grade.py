@@ -22,6 +22,7 @@ from autograder.batch import outputs, pool, provenance, staging
 from autograder.batch.grade import grade
 from autograder.batch.jobs import Failed
 from autograder.batch.lane import Lane
+from autograder.files import digest_files
 from autograder.batch.verify import verify
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, amount
@@ -198,13 +199,13 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
                                     replayed_or_not)
     assert staged == [] and provenance.run_provenance(LAB, DEFAULTS, True, replay=False)["replay"] is False
     kit = shutil.copytree(KIT / "autograder", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__"))
-    digest = provenance.digest_files(kit)
+    digest = digest_files(kit)
     (kit / ".ipynb_checkpoints").mkdir()  # what an editor or JupyterLab leaves beside the code changes nothing
     for leftover in (".ipynb_checkpoints/text-checkpoint.py", "text.py~", ".text.py.swp", "text.py.orig"):
         (kit / leftover).write_text("x = 1\n")
-    assert digest == provenance.digest_files(kit)
+    assert digest == digest_files(kit)
     (kit / "text.py").write_text((kit / "text.py").read_text() + "\n")
-    assert digest == provenance.digest_files(KIT / "autograder") != provenance.digest_files(kit)
+    assert digest == digest_files(KIT / "autograder") != digest_files(kit)
     # A fingerprint that cannot be read is said so, not blamed on the kit.
     stamp = outputs.student_folder(out, "amy") / outputs.FINGERPRINT
     kept = stamp.read_text()

@@ -2,6 +2,7 @@
 
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import sys
 import pytest
 
 from autograder.judge.internals import scan
+from autograder.lab import Lab, LabError
 from conftest import KIT, executed_notebook
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -101,17 +103,22 @@ def first(x):
 
 def test_a_lab_sets_its_own_limits_and_allowed_imports(kit, tmp_path):
     """A lab whose code trains (torch.optim) and whose example call takes 11 s declares so in its lab.toml:
-    graded full marks, nobody flagged. Without the declaration the optimiser is named as reaching into
-    internals and the reference itself times out: nothing is graded. A lab may not lift the kit's bounds."""
+    the reference proves the environment (its 11 s call within the lab's 15 s) and a student who trains
+    too is graded full marks, nobody flagged. Without the declaration the optimiser is named as reaching
+    into internals and the reference itself times out: nothing is graded. A lab may not lift the kit's bounds."""
     lab = kit / "source" / "trainer"
     shutil.copytree(kit / "source" / "demo", lab)
     (lab / "first.py").write_text(TRAINER)
+    mistakes = lab / "tests" / "misconceptions.toml"  # its known mistake, as an edit of this reference
+    mistakes.write_text(mistakes.read_text().replace('["return 2 * x", "return x"]', '["return weight.detach() * x", "return x"]', 1))
     declared = (lab / "lab.toml").read_text()
     (lab / "lab.toml").write_text('allowed_imports = ["torch.optim"]\n' + declared + "\n[limits]\ncall_timeout = 15\n")
     kit_command(kit, "release", "--lab", "trainer")
     kit_command(kit, "solutions", "--lab", "trainer")
     cohort = tmp_path / "submitted"
     shutil.copytree(kit / "solutions" / "trainer", cohort / "ann" / "trainer")
+    trains = cohort / "ann" / "trainer" / "first.py"  # as the reference, without its 11 s (the proof has them)
+    trains.write_text(trains.read_text().replace("time.sleep(11)", "time.sleep(0)"))
     kit_command(kit, "grade", "--lab", "trainer", "--submissions", str(cohort), "--out", str(tmp_path / "own"))
     [row] = csv.DictReader((tmp_path / "own" / "trainer" / "grades.csv").open())
     assert (row["total"], row["status"]) == ("100", "graded"), row
@@ -127,9 +134,8 @@ def test_a_lab_sets_its_own_limits_and_allowed_imports(kit, tmp_path):
     for wrong, said in (("[limits]\ncall_timeout = 1000\n", "lab.toml: [limits] call_timeout = 1000: a number above 0 and at most 120"),
                         ("[limits]\ncpu_seconds = 10\n", "a lab may set only call_timeout, module_budget")):
         (lab / "lab.toml").write_text(declared + "\n" + wrong)
-        run = kit_command(kit, "release", "--lab", "trainer", check=False)
-        assert run.returncode != 0 and said in run.stderr, run.stderr[-500:]
-    (lab / "lab.toml").write_text(declared)
+        with pytest.raises(LabError, match=re.escape(said)):
+            Lab.load(lab)
     (kit / "solutions" / "trainer" / "lab.toml").write_text('allowed_imports = ["os"]\n' + declared)
     run = kit_command(kit, "check", "--submission", str(kit / "solutions" / "trainer"), check=False)
     assert run.returncode != 0 and "allowed_imports: os cannot be allowed; a lab may allow torch.optim" in \

@@ -234,3 +234,30 @@ def test_the_helpers_judge_odd_results_and_never_stop_the_notebook(monkeypatch, 
     printed = capsys.readouterr().out
     assert "yours is a list, not a tensor" in printed and "the same values, but torch.float32 instead of torch.bool" in printed
     assert "a list: not drawn" in printed and "three dims: not drawn (shape (2, 3, 3)" in printed
+
+
+def test_run_all_starts_one_judge_and_a_changed_module_another(monkeypatch, tmp_path):
+    """Every section's public checks come from one run of the judge over every part, made again only once a
+    file it judges changes (Python's caches and JupyterLab's checkpoints are not such files)."""
+    from autograder.platforms import notebook
+    from autograder.results import CheckResult
+
+    runs = []
+
+    def judged(submission, timeout):
+        runs.append((submission / "softmax.py").read_text())
+        return [CheckResult(part, f"test_{part}", 1.0, "x\n" not in runs[-1]) for part in ("softmax", "masking")]
+
+    monkeypatch.setattr(notebook, "run_public_checks", judged)
+    (tmp_path / "softmax.py").write_text("def softmax(x): ...\n")
+    assert notebook.run_part(tmp_path, "softmax").passed and notebook.run_part(tmp_path, "masking").passed
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "softmax.pyc").write_bytes(b"\0")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    assert notebook.run_part(tmp_path, "softmax").passed and len(runs) == 1
+    (tmp_path / "softmax.py").write_text("def softmax(x): x\n")
+    assert not notebook.run_part(tmp_path, "softmax").passed and len(runs) == 2
+    assert notebook.run_part(tmp_path, "heads").refused == "this lab has no part heads; make check names its parts"
+    monkeypatch.setattr(notebook, "run_public_checks", lambda submission, timeout: "nothing checked: no sandbox")
+    (tmp_path / "softmax.py").write_text("def softmax(x): return x\n")
+    assert notebook.run_part(tmp_path, "masking").refused == "nothing checked: no sandbox"

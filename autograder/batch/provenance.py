@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from autograder.course import KIT_ROOT
+from autograder.files import digest_files
 from autograder.lab import DECLARATION, Lab
 from autograder.limits import Limits
 # What each field is, in the words of the line that says why a run grades again.
@@ -26,26 +27,6 @@ CHANGED = {"kit": "the kit's code", "lab": "the lab (checks, points, reference, 
            "machine": "the processor's architecture",
            "submission": "the submission", "format": "the reports' format",
            "stamp": "the record of what produced them (a .fingerprint missing or unreadable)"}
-
-
-def digest_files(*folders: Path, also: tuple[Path, ...] = ()) -> str:
-    """One digest of every file under ``folders`` (names and bytes) and of ``also``; caches, hidden files
-    and editors' backups left out (:func:`incidental`): a notebook's checkpoint is not a change of the kit."""
-    digest = hashlib.sha256()
-    for path in also:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    for folder in folders:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and not incidental(path.relative_to(folder)):
-                digest.update(os.fsencode(path.relative_to(folder)) + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
-def incidental(path: Path) -> bool:
-    """A file no grade depends on: under ``__pycache__`` or a hidden folder (``.ipynb_checkpoints``,
-    ``.hypothesis``), hidden itself, or an editor's backup or swap file."""
-    return (any(part == "__pycache__" or part.startswith(".") for part in path.parts)
-            or path.name.endswith(("~", ".swp", ".swo", ".bak", ".orig", ".pyc")))
 
 
 def installed_pins() -> dict[str, str]:
