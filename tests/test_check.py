@@ -214,9 +214,9 @@ def test_make_check_ends_with_its_summary_not_with_pytests_or_makes_noise(bundle
 
 
 def test_a_hanging_call_says_it_is_still_running_while_make_check_waits(bundle, tmp_path):
-    endless = (SOLUTIONS / "scores.py").read_text().replace(
-        "    return torch.stack(scores)  # (T,)", "    while True:\n        pass")
-    run = bundle_check(bundle, students_copy(tmp_path, scores=endless), "PART=scores")
+    waiting = (SOLUTIONS / "scores.py").read_text().replace(  # as for input that never comes (a loop also burns 10 s of CPU)
+        "    return torch.stack(scores)  # (T,)", "    import time\n    time.sleep(3600)")
+    run = bundle_check(bundle, students_copy(tmp_path, scores=waiting), "PART=scores")
     assert run.returncode != 0
     said = re.findall(r"^scores\.py still running \(scores\.attention_scores_for_query\), (\d+) s of 10 s$", run.stdout,
                       re.MULTILINE)

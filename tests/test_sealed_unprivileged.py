@@ -312,3 +312,10 @@ def test_make_check_refuses_too(instructor):
     assert run.returncode == 2
     assert "nothing checked: this machine cannot confine student code's files" in run.stderr
     assert "passed" not in run.stdout
+
+
+def test_its_cases_share_one_worker(request):
+    """make test (--dist loadgroup) runs this module's cases in one xdist worker, which xdist marks in their ids:
+    on pytest 9.2 it marked none, and a second worker's copy of the fixture waited 30 s for the first's lock."""
+    if getattr(request.config.option, "loadgroup", False):
+        assert request.node.nodeid.endswith("@unprivileged-user")
