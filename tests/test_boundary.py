@@ -30,7 +30,9 @@ from autograder.harness.zygote_client import parent_of
 from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, SOLUTIONS, grades_table, once_per_run
 
-pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+# Slow: grades, or starts processes (left out of make test-fast). One xdist worker runs them all (make test's
+# --dist loadgroup): the attacks' cohort is graded in one lane, and a second worker would sit idle on its lock.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("boundary-attacked")]
 
 HONEST = "b_honest"
 

@@ -50,6 +50,11 @@ def crafted_submission(release: Path, target: Path) -> list[str]:
     return [heading["source"], CRAFTED, "My notes.\n" + CRAFTED, RAW_HTML]
 
 
+# One xdist worker serves both tests that read the formgrader (make test's --dist loadgroup): each worker would
+# otherwise autograde and serve its own (10 s).
+FORMGRADER_GROUP = pytest.mark.xdist_group("formgrader")
+
+
 @pytest.fixture(scope="module")
 def formgrader(tmp_path_factory):
     """The formgrader's page URL for mallory's autograded notebook, the texts she wrote, and the gradebook."""
@@ -101,6 +106,7 @@ def assert_inert(page: str, written: list[str]) -> None:
 
 
 @pytest.mark.slow
+@FORMGRADER_GROUP
 def test_the_formgrader_serves_student_text_as_text(formgrader):
     from nbgrader.api import Gradebook
 
@@ -115,6 +121,7 @@ def test_the_formgrader_serves_student_text_as_text(formgrader):
 
 
 @pytest.mark.slow
+@FORMGRADER_GROUP
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
 def test_nothing_a_student_wrote_runs_in_the_formgrader(formgrader):
     """The live page in Chromium, its scripts run (the formgrader's own, and any of mallory's that got through)."""

@@ -13,7 +13,9 @@ from autograder.judge.internals import scan
 from autograder.lab import Lab, LabError
 from conftest import KIT, executed_notebook
 
-pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+# Slow: grades, or starts processes (left out of make test-fast). One xdist worker runs them all (make test's
+# --dist loadgroup): each worker would otherwise build its own copy of the kit with the new lab (13 s).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("new-lab-kit")]
 
 
 def kit_command(kit, *args, check=True):
