@@ -403,23 +403,49 @@ def test_the_memory_cgroup_of_a_v2_hierarchy_gets_the_controller_for_its_childre
         find_hierarchy(mounts, "0::/grader\n")
 
 
-def test_python_reached_through_a_link_still_imports_in_a_worker(tmp_path):
-    """A kit whose .venv is a link to another folder (or a home in a linked folder): Python names its packages
-    by the link, so a worker's view holds the link too, and a module not imported yet still loads there."""
-    linked = tmp_path / "linked-venv"
-    linked.symlink_to(Path(sys.prefix).resolve())
+def test_python_reached_through_links_still_imports_in_a_worker(tmp_path):
+    """A kit whose .venv is a link to another folder, through a chain of links, or a home in a linked folder
+    with TMPDIR inside it: Python names its packages by the links, so a worker's view holds every hop, and a
+    module not imported yet still loads there; its scratch is made where the links lead, not through them."""
+    real = tmp_path / "real"
+    (real / "tmp").mkdir(parents=True)
+    (real / "venv").symlink_to(Path(sys.prefix).resolve())
+    (tmp_path / "home").symlink_to("real")  # relative
+    (tmp_path / "chain").symlink_to(tmp_path / "home" / "venv")  # a link through a link
     folder = tmp_path / "submission"
     folder.mkdir()
     (folder / "scores.py").write_text("def lazy(x):\n    import markupsafe  # imported by no worker before\n"
                                       "    return markupsafe.escape(x)\n")
-    run = subprocess.run([str(linked / "bin" / "python"), "-c", textwrap.dedent("""
-        import sys
-        from autograder.harness.remote import RemoteCode
-        code = RemoteCode(sys.argv[1], timeout=10.0, confined=True, budget=60.0)
-        try:
-            for line in (sys.prefix, code.scores.lazy("<b>"), code.sandbox["enforced"][-1]):
-                print(line)
-        finally:
-            code.close()
-        """), str(folder)], cwd=KIT, capture_output=True, text=True, timeout=120)
-    assert run.stdout.splitlines() == [str(linked), "&lt;b&gt;", FILE_CONFINEMENT], run.stderr[-2000:]
+    for python, temporary in ((tmp_path / "home" / "venv", None), (tmp_path / "chain", None),
+                              (tmp_path / "home" / "venv", tmp_path / "home" / "tmp")):
+        run = subprocess.run([str(python / "bin" / "python"), "-c", textwrap.dedent("""
+            import sys
+            from autograder.harness.remote import RemoteCode
+            code = RemoteCode(sys.argv[1], timeout=10.0, confined=True, budget=60.0)
+            try:
+                for line in (sys.prefix, code.scores.lazy("<b>"), code.sandbox["enforced"][-1]):
+                    print(line)
+            finally:
+                code.close()
+            """), str(folder)], cwd=KIT, capture_output=True, text=True, timeout=120,
+            env={**os.environ, **({"TMPDIR": str(temporary)} if temporary else {})})
+        assert run.stdout.splitlines() == [str(python), "&lt;b&gt;", FILE_CONFINEMENT], (python, run.stderr[-2000:])
+
+
+def test_a_worker_that_ends_before_its_first_words_is_the_graders_failure(tmp_path, monkeypatch):
+    """Before a worker's first words no code of the student's has run: a worker that cannot start or ends then
+    fails the check on the grader's side (a check error the instructor's grades name), never as the student's
+    crash."""
+    from autograder.harness import processes
+    from autograder.harness.transport import WorkerDidNotStart
+
+    def ends(self, timeout, imports=None):
+        raise EOFError
+
+    monkeypatch.setattr(processes.WorkerProcess, "greet", ends)
+    student = hostile(tmp_path, "def attention_scores(x):\n    return x\n")
+    try:
+        with pytest.raises(WorkerDidNotStart, match="a worker did not start"):
+            student.scores.attention_scores(torch.ones(2))
+    finally:
+        student.close()

@@ -43,16 +43,28 @@ def read_roots() -> list[str]:
 @functools.cache
 def links_to_roots() -> list[str]:
     """The symbolic links on the way to :func:`named_roots` (a ``.venv`` linked from elsewhere, a home in a
-    linked folder): the view makes them again, at the same paths, or Python could not find by its own names
-    a module it has not imported yet (``torch.optim``'s first step imports ``torch._dynamo``)."""
+    linked folder), every hop of a chain: the view makes them again, at the same paths, or Python could not
+    find by its own names a module it has not imported yet (``torch.optim``'s first step imports
+    ``torch._dynamo``). Read as the kernel walks a path: a link's target continues the walk from its folder."""
     links = set()
     for named in named_roots():
-        path = "/"
-        for part in named.split("/"):
-            path = os.path.join(path, part)
-            if os.path.islink(path):
-                links.add(path)
-                path = os.path.realpath(path)
+        path, ahead, hops = "/", named.split("/")[::-1], 0
+        while ahead and hops <= 40:  # the kernel's own limit on links in one path
+            part = ahead.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                path = os.path.dirname(path)  # ``path`` holds no link: its parent is its folder's
+                continue
+            following = os.path.join(path, part)
+            if not os.path.islink(following):
+                path = following
+                continue
+            links.add(following)
+            hops += 1
+            target = os.readlink(following)
+            path = "/" if os.path.isabs(target) else path
+            ahead.extend(target.split("/")[::-1])
     return sorted(links)
 
 
@@ -84,11 +96,6 @@ def enter_view(confinement: Confinement) -> None:
 
     for root in outermost([*read_roots(), confinement.submission]):
         bind(root)
-    # The loader's paths are links to /usr on merged-/usr systems; Python's may go through links too.
-    for link in [*(link for link in ("/lib", "/lib64", "/bin") if os.path.islink(link)), *links_to_roots()]:
-        if not os.path.lexists(view + link):
-            os.makedirs(os.path.dirname(view + link), mode=0o755, exist_ok=True)
-            os.symlink(os.readlink(link), view + link)
     # Scratch is a small tmpfs of its own: it vanishes with the namespace, and its size and file
     # count are capped (the file size limit caps one file, not how many).
     os.makedirs(view + confinement.scratch, mode=0o755, exist_ok=True)
@@ -100,6 +107,12 @@ def enter_view(confinement: Confinement) -> None:
             bind(device, device=True)
     os.makedirs(view + "/proc", mode=0o555)
     mount("proc", view + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this namespace's processes only
+    # The loader's paths are links to /usr on merged-/usr systems; Python's may go through links too. Made
+    # last: a folder made in the view after them could follow one out of it.
+    for link in [*(link for link in ("/lib", "/lib64", "/bin") if os.path.islink(link)), *links_to_roots()]:
+        if not os.path.lexists(view + link):
+            os.makedirs(os.path.dirname(view + link), mode=0o755, exist_ok=True)
+            os.symlink(os.readlink(link), view + link)
     old = view + "/.old-root"
     os.mkdir(old)
     pivot_root(view, old)

@@ -66,7 +66,8 @@ class WorkerProcess:
 
     def __init__(self, root: Path, confined: bool, limits: Limits):
         self.limits = limits
-        self.folder = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
+        # Resolved: its scratch and view are mounted at these paths in the worker's view, where no link leads.
+        self.folder = Path(tempfile.mkdtemp(prefix="autograder-worker-")).resolve()
         self.pidfd, self.uid, self.sock, self.output = None, None, None, None
         self.cgroup: cgroup.WorkerCgroup | None = None
         self.missing: list[str] = []  # what the judge could not set up for its sandbox

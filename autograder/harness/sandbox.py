@@ -348,7 +348,8 @@ def probe(limits: Limits) -> Report:
     """What a worker's sandbox enforces on this machine, found by confining one, as :func:`spawn` does
     for a submission, around an empty copy (no student code, no torch needed), under ``limits``: the
     entry points ask before they grade, and refuse with :data:`WAYS_OUT` where its report says ``refused``."""
-    with tempfile.TemporaryDirectory(prefix="autograder-probe-") as folder:
+    with tempfile.TemporaryDirectory(prefix="autograder-probe-") as named:
+        folder = os.path.realpath(named)  # as a worker's (autograder.harness.processes): no link in its view's paths
         os.chmod(folder, 0o711)  # a worker under its own user id reaches its scratch without a view
         submission, scratch, view = (os.path.join(folder, name) for name in ("submission", "scratch", "view"))
         for path in (submission, scratch, view):

@@ -18,6 +18,11 @@ from autograder.results import FailureKind
 from autograder.text import printable, still_running
 
 
+class WorkerDidNotStart(RuntimeError):
+    """A worker could not be started, or ended before its first words: no student code had run yet, so the
+    check broke on the grader's side (``check_error``, which the instructor's grades name), not the student's."""
+
+
 @dataclass
 class Channel:
     """The worker process of a folder of modules (``confined``: forked into a sandbox), with ``loads`` (the
@@ -50,9 +55,15 @@ class Channel:
             self.started = True
 
     def start(self, call_timeout: float) -> WorkerProcess:
-        self.worker = WorkerProcess(self.root, self.confined, self.limits)
-        self.worker.greet(call_timeout, {module: sorted(modules) for module, modules in self.loads.items()}
-                          if self.loads else None)
+        try:
+            self.worker = WorkerProcess(self.root, self.confined, self.limits)
+            self.worker.greet(call_timeout, {module: sorted(modules) for module, modules in self.loads.items()}
+                              if self.loads else None)
+        except (EOFError, OSError, CodecError, ValueError) as exc:  # a time-out too: before any code of the student's
+            printed = self.worker.output_tail() if self.worker else ""
+            self.close()
+            raise WorkerDidNotStart(f"a worker did not start ({type(exc).__name__}: {exc})"
+                                    + (f"; it printed: {printable(printed)[-1000:]}" if printed else "")) from None
         self.sandbox = self.worker.report
         return self.worker
 
