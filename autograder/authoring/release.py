@@ -80,23 +80,26 @@ def refuse_graded_by_running(notebook: Path) -> None:
 
 
 def build(kind: str, lab: Lab, out_dir: Path | None = None, run_notebook: bool = True) -> Path:
-    """Write the ``release`` or ``solution`` version of ``lab``; return its folder. The solution's
-    notebook is run to show its outputs, unless ``run_notebook`` is False (the staleness test compares
-    what source/ decides, not outputs, and saves a kernel's run)."""
+    """Write the ``release`` or ``solution`` version of ``lab``; return its folder. The solution's notebook (a
+    lab may have none) is run to show its outputs, unless ``run_notebook`` is False (the staleness test
+    compares what source/ decides, not outputs, and saves a kernel's run)."""
     command = {"release": "generate_assignment", "solution": "generate_solution"}[kind]
     out_root = Path(out_dir) if out_dir else directory(kind)
     # A build elsewhere (the staleness test) keeps its own gradebook, not the course's.
     database = [f"--CourseDirectory.db_url=sqlite:///{out_root / 'gradebook.db'}"] if out_dir else []
-    if kind == "solution":  # generate_solution wants the assignment in the gradebook (a fresh clone has none);
-        run_nbgrader("db", "assignment", "add", lab.name, *database)  # generate_assignment records it itself
-    if kind == "release" and lab.notebook:
-        refuse_graded_by_running(lab.source / f"{lab.notebook}.ipynb")
-    # The course's nbgrader_config.py runs no notebook (a student's would run unconfined); the
-    # reference's own notebook is the instructor's, run here to show its outputs.
-    execute = [f"--Execute.enabled={run_notebook}"]
-    run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database, *execute)
     source = directory("source") / lab.name
     target = out_root / lab.name
+    if lab.notebook:
+        if kind == "solution":  # generate_solution wants the assignment in the gradebook (a fresh clone has none);
+            run_nbgrader("db", "assignment", "add", lab.name, *database)  # generate_assignment records it itself
+        if kind == "release":
+            refuse_graded_by_running(lab.source / f"{lab.notebook}.ipynb")
+        # The course's nbgrader_config.py runs no notebook (a student's would run unconfined); the
+        # reference's own notebook is the instructor's, run here to show its outputs.
+        execute = [f"--Execute.enabled={run_notebook}"]
+        run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database, *execute)
+    else:  # nbgrader makes only notebooks (it refuses a folder without one): the modules are the lab
+        shutil.rmtree(target, ignore_errors=True)  # as nbgrader's --force leaves no earlier build's files
     for path in kit_files(source):
         relative = path.relative_to(source)
         if kind == "release" and relative in INSTRUCTOR_ONLY:
