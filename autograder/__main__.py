@@ -244,14 +244,15 @@ def check_command(parser, options) -> int:
     # The points table and each unfinished part's first failure (the plugin prints them) are
     # what a student needs; --verbose adds every failing check's message. Another -q drops pytest's
     # "N failed in X s", which reads as a crash: the plugin's summary is the last word.
-    args += [*from_options(options).argv(), "--tb=short" if options.verbose else "--tb=no", "-q", "--progress"]
+    limits = from_options(options)
+    args += [*limits.argv(), "--tb=short" if options.verbose else "--tb=no", "-q", "--progress"]
     if options.no_sandbox:
         args.append("--no-sandbox")
     if options.no_confinement:
         args.append("--no-confinement")
     if not options.no_confinement:
         try:
-            refuse_unconfined(from_options(options))
+            refuse_unconfined(limits)
         except Unconfined as refused:
             print(f"error: nothing checked: {refused}", file=sys.stderr)
             return 2

@@ -107,9 +107,10 @@ def enter_view(confinement: Confinement) -> None:
             bind(device, device=True)
     os.makedirs(view + "/proc", mode=0o555)
     mount("proc", view + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # this namespace's processes only
-    # The loader's paths are links to /usr on merged-/usr systems; Python's may go through links too. Made
-    # last: a folder made in the view after them could follow one out of it.
-    for link in [*(link for link in ("/lib", "/lib64", "/bin") if os.path.islink(link)), *links_to_roots()]:
+    # Python's paths may go through links, and the loader's are links to /usr on merged-/usr systems (/lib and
+    # /lib64 are roots, so among links_to_roots; /bin is not). Made last: a folder made in the view after them
+    # could follow one out of it.
+    for link in sorted({*links_to_roots(), *(["/bin"] if os.path.islink("/bin") else [])}):
         if not os.path.lexists(view + link):
             os.makedirs(os.path.dirname(view + link), mode=0o755, exist_ok=True)
             os.symlink(os.readlink(link), view + link)
