@@ -18,7 +18,9 @@ from autograder.lab import Lab
 from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, grades_table, once_per_run, submission_with
 
-pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+# slow: grades, or starts processes (left out of make test-fast). One xdist worker runs the module (--dist loadgroup):
+# another that needed the cohort graded once per run would idle on its lock while it is built (its lanes sleep through time-outs).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fairness")]
 
 FULL = {"scores": 10, "softmax": 15, "projections": 20, "masking": 20, "dropout": 10, "heads": 25}
 # Hangs that sleep: each costs its calls' time-outs as a busy loop would (test_check and test_sandbox show

@@ -135,6 +135,10 @@ def wrong_module(lab, part: str, mistake: str) -> str:
     return known.apply((lab.reference / f"{part}.py").read_text())
 
 
+# The corpus's users run in one xdist worker (--dist loadgroup): another would idle on the lock while one lane grades it.
+CORPUS = pytest.mark.xdist_group("wrong-modules")
+
+
 @pytest.fixture(scope="session")
 def wrong_modules_graded(tmp_path_factory) -> dict[tuple[str, str, str], dict]:
     """Every wrong module of the corpus (every known mistake among them), each the reference with that
@@ -148,7 +152,8 @@ def wrong_modules_graded(tmp_path_factory) -> dict[tuple[str, str, str], dict]:
                 if case_lab is lab:
                     submission_with(cohort / f"{part}-{mistake}", {part: wrong_module(lab, part, mistake)}, lab,
                                     name=lab.name)
-            grade_cohort(lab, cohort, shared / "graded" / lab.name, jobs=2, stream=io.StringIO())
+            # One lane: a second costs a judge's start and learns the replays and diagnoses again (58 -> 53 CPU-s).
+            grade_cohort(lab, cohort, shared / "graded" / lab.name, jobs=1, stream=io.StringIO())
 
     shared = once_per_run(tmp_path_factory, "wrong-modules", build)
     return {(lab.name, part, mistake): json.loads(
@@ -168,6 +173,7 @@ def used_part_mistakes():
             yield pytest.param(lab, part, mistake, id=f"{lab.name}-{part}-{mistake}")
 
 
+@CORPUS
 @pytest.mark.parametrize("lab, part, mistake", list(used_part_mistakes()))
 def test_a_mistake_costs_the_parts_built_on_it_at_most_their_end_to_end_share(wrong_modules_graded, lab, part, mistake):
     """One mistake costs one mistake: a part built on the mistaken one is judged on its own wiring (a
@@ -181,6 +187,7 @@ def test_a_mistake_costs_the_parts_built_on_it_at_most_their_end_to_end_share(wr
         assert row["max_points"] - row["points"] <= share, (user.id, failed_in(results, user.id))
 
 
+@CORPUS
 def test_a_deviation_of_float32_size_fails_every_end_to_end_comparison_or_none(wrong_modules_graded):
     """eps added to the standard deviation (1e-5 relative) in layer norm: the encoder's and the decoder's
     comparisons with PyTorch's layers agree (at b89d031 the decoder's failed on 2 of 224 entries near 0,
@@ -191,6 +198,7 @@ def test_a_deviation_of_float32_size_fails_every_end_to_end_comparison_or_none(w
     assert len(verdicts) == 2 and len(set(verdicts.values())) == 1, verdicts
 
 
+@CORPUS
 @pytest.mark.parametrize("lab, part, mistake, entry", [pytest.param(*case, id=f"{case[0].name}-{case[1]}-{case[2]}")
                                                        for case in wrong_modules()])
 def test_wrong_module_fails_the_checks_that_catch_it(wrong_modules_graded, lab, part, mistake, entry):
@@ -271,7 +279,7 @@ def test_a_right_layer_written_otherwise_loses_nothing_for_a_mistake_elsewhere(t
         assert wiring in reference
         submission_with(tmp_path / "cohort", {part: reference.replace(wiring, forward), "attention": no_scaling}, lab,
                         name=f"{student}/transformer")
-    grade_cohort(lab, tmp_path / "cohort", tmp_path / "out", jobs=2, stream=io.StringIO())
+    grade_cohort(lab, tmp_path / "cohort", tmp_path / "out", jobs=1, stream=io.StringIO())  # one lane: one judge start
     points = tomllib.loads((lab.checks / "points.toml").read_text())
     for student, (part, _) in UNUSUAL_BUT_RIGHT.items():
         results = json.loads((tmp_path / "out" / "students" / student / "summary.json").read_text())
@@ -297,6 +305,7 @@ CAUSE_LABELS = [
 ]
 
 
+@CORPUS
 @pytest.mark.parametrize("lab, part, check, label, caused, otherwise", CAUSE_LABELS)
 def test_a_label_names_a_cause_only_where_it_differs(wrong_modules_graded, lab, part, check, label, caused, otherwise):
     for mistake, shown in ((caused, True), (otherwise, False)):
@@ -305,6 +314,7 @@ def test_a_label_names_a_cause_only_where_it_differs(wrong_modules_graded, lab, 
             assert (label in message) == shown, (mistake, message)
 
 
+@CORPUS
 def test_a_feed_forward_that_acts_per_token_passes_the_per_token_check(wrong_modules_graded):
     """A wrong activation (or none, or one after linear2) still treats every token alone: only the checks on
     values fail, and the activation is named."""
@@ -315,6 +325,7 @@ def test_a_feed_forward_that_acts_per_token_passes_the_per_token_check(wrong_mod
     assert [m["id"] for m in gelu["misconceptions"]] == ["feedforward.gelu"]
 
 
+@CORPUS
 def test_a_tril_mask_is_told_it_is_the_complement(wrong_modules_graded):
     """Its first failing call, causal_mask(1), answers as diagonal=0 does; the part's other failed checks
     contradict diagonal=0, so the top of the feedback and the class report name the complement alone."""

@@ -19,7 +19,9 @@ from autograder.harness.remote import RemoteCode, StudentError
 from autograder.lab import Lab
 from conftest import KIT, LAB, grades_table, once_per_run
 
-pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+# slow: grades, or starts processes (left out of make test-fast). One xdist worker runs the module (--dist loadgroup):
+# another that needed the cohort graded once per run would idle on its lock while it is built (one lane).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sealed-judge-cohort")]
 
 TRANSFORMER = Lab.load(KIT / "source" / "transformer")
 

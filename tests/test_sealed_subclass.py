@@ -17,7 +17,9 @@ from autograder.results import FailureKind
 from conftest import LAB, grades_table, once_per_run
 from test_sealed_judge import PLAIN_LAYER_NORM, PLAIN_SOFTMAX, TRANSFORMER, cohort, flagged_cells, run_grade
 
-pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
+# slow: grades, or starts processes (left out of make test-fast). One xdist worker runs the module (--dist loadgroup):
+# another that needed the cohort graded once per run would idle on its lock while it is built (one lane a lab).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sealed-subclass")]
 
 SUBCLASS_SOFTMAX = """
 
