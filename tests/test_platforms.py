@@ -152,6 +152,10 @@ def test_student_requirements_are_the_closure_of_what_students_use_pinned_as_the
     assert set(ci) == needed and "jupyterlab" not in ci, sorted(needed ^ set(ci))
 
 
+# Its users run in one xdist worker (--dist loadgroup): each worker would set up a venv of its own (6 CPU-s).
+STUDENT_REPO = pytest.mark.xdist_group("student-repo")
+
+
 @pytest.fixture(scope="module")
 def student_repo(dist, tmp_path_factory):
     """The bundle unpacked and set up as a student would: `make setup` (a real venv)."""
@@ -168,6 +172,7 @@ def make(root, *args, env=None):
                           timeout=900, env={**STUDENT_ENV, **(env or {})})
 
 
+@STUDENT_REPO
 def test_students_jupyterlab_has_no_nbgrader_and_runs_the_notebook(student_repo, tmp_path):
     bin_dir = student_repo / ".venv" / "bin"
     assert subprocess.run([bin_dir / "python", "-c", "import nbgrader"], capture_output=True, env=STUDENT_ENV).returncode != 0
@@ -183,6 +188,7 @@ def test_students_jupyterlab_has_no_nbgrader_and_runs_the_notebook(student_repo,
     assert "not implemented yet" in (folder / "ran.ipynb").read_text()
 
 
+@STUDENT_REPO
 def test_students_make_check_on_stubs_and_on_solutions(student_repo, tmp_path):
     stubs = make(student_repo, "check", "PART=scores")
     assert stubs.returncode != 0 and "scores            0 / 8.5" in stubs.stdout
@@ -216,6 +222,7 @@ def one_right_one_wrong(folder: Path) -> None:
                                                  'def attention_scores(inputs):\n    raise ValueError("not yet")\n', 1))
 
 
+@STUDENT_REPO
 def test_ci_run_shows_the_feedback_where_github_and_gitlab_show_it(student_repo, tmp_path):
     import xml.etree.ElementTree as ET
 
@@ -247,6 +254,7 @@ CLASSROOM50_ENV = {"CLASSROOM": "ml101", "ASSIGNMENT": "attention", "SUBMISSION_
 CLASSROOM50_SCHEMA = json.loads((Path(__file__).parent / "classroom50_result.schema.json").read_text())
 
 
+@STUDENT_REPO
 def test_classroom50_result_is_whole_points_in_its_schema_and_the_release_says_the_scale(student_repo, tmp_path):
     import jsonschema
 
@@ -310,6 +318,7 @@ def test_the_classroom50_folder_holds_no_hidden_check_and_no_solution(lab, lab_d
         assert not leaked, sorted(leaked)[:5]
 
 
+@STUDENT_REPO
 def test_the_classroom50_autograder_lays_the_teachers_checks_over_the_checkout_and_reuses_its_venv(
         student_repo, dist, tmp_path):
     """A student who edits a public check, or adds one, gains nothing: the teacher's folder replaces the checks.

@@ -101,7 +101,7 @@ def _decode(node, blobs: list[bytes]):
             raise CodecError(f"malformed tensor header {node!r}")
         data = blobs[node["$tensor"]]
         count = math.prod(shape)
-        if len(data) != count * torch.empty((), dtype=dtype).element_size():
+        if len(data) != count * dtype.itemsize:
             raise CodecError("tensor byte count does not match its shape")
         if count == 0:
             return torch.empty(shape, dtype=dtype)
