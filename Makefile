@@ -97,8 +97,9 @@ $(DEV_READY): requirements-dev.txt $(READY)
 
 # One test worker more than the cores, at most 4: the suite waits on purpose (hangs sleep through their time-outs,
 # a lab's 11 s call), and a third worker on 2 cores fills those waits (7 min 3 s -> 6 min 26 s; a fourth: 7 min 2 s).
-TEST_WORKERS = $(shell $(PY) -c 'import os; cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-	else os.cpu_count() or 1; print(min(cores + 1, 4))')
+# nproc counts the cores this process may use (an affinity mask, a container's cpuset); macOS has getconf only.
+TEST_WORKERS = $(shell cores=$$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1); \
+	echo $$(( cores + 1 > 4 ? 4 : cores + 1 )))
 
 ## make test: the linter, then the kit's own tests (solutions score 100, stubs 0, wrong code caught, release clean)
 test: $(DEV_READY)
