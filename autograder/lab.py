@@ -54,7 +54,7 @@ class Lab:
     # Limits.for_lab); pairs, not a dict, so a lab stays hashable.
     limits: tuple[tuple[str, float], ...] = ()
     # ``allowed_imports``: modules its code may import beyond the kit's libraries, among those the kit lets a
-    # lab allow (autograder.judge.reach_rules.LAB_MAY_ALLOW).
+    # lab allow (autograder.harness.lab_imports.LAB_MAY_ALLOW).
     allowed_imports: frozenset[str] = frozenset()
 
     @classmethod

@@ -282,6 +282,7 @@ class ForkConfined(ZygoteMessage):
     cgroup: str | None
     files_required: bool = True
     limits: dict = field(default_factory=dict)
+    lab_allows: list[str] = field(default_factory=list)  # lab_imports.LAB_MAY_ALLOW names: paid before the fork
 
 
 @dataclass(kw_only=True)
@@ -291,6 +292,7 @@ class ForkTrusted(ZygoteMessage):
 
     OP = "fork_trusted"
     root: str
+    lab_allows: list[str] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

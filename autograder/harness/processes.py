@@ -63,6 +63,9 @@ class WorkerProcess:
     # A confined worker whose files the sandbox cannot confine serves nothing (sandbox.Unconfined), unless
     # the grader opted out for code it trusts (--no-confinement: then every report says so).
     files_required = True
+    # What the lab allows beyond the scan's libraries (lab.toml): the zygote pays their first uses before it forks
+    # a worker (autograder.harness.lab_imports), or each worker would, within a student's call.
+    lab_allows: frozenset[str] = frozenset()
 
     def __init__(self, root: Path, confined: bool, limits: Limits):
         self.limits = limits
@@ -75,7 +78,7 @@ class WorkerProcess:
         self.printed = OutputTail(limits.output_tail_bytes)
         self.zygote = zygote = Zygote.shared()
         if not confined:  # trusted code: forked by the zygote too (no torch import), without a sandbox
-            request = ForkTrusted(root=str(root))
+            request = ForkTrusted(root=str(root), lab_allows=sorted(self.lab_allows))
         else:
             scratch, view = self.folder / "scratch", self.folder / "view"
             scratch.mkdir()
@@ -90,7 +93,7 @@ class WorkerProcess:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
             request = ForkConfined(root=str(root), scratch=str(scratch), view=str(view), uid=self.uid,
                                    cgroup=self.cgroup and self.cgroup.procs, files_required=self.files_required,
-                                   limits=dataclasses.asdict(limits))
+                                   limits=dataclasses.asdict(limits), lab_allows=sorted(self.lab_allows))
         try:
             self.sock, self.output, self.pid = zygote.fork(request, limits.start_timeout)
         except OSError:

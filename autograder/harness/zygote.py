@@ -41,7 +41,7 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402 - imported once here so that every forked worker has it
 
-from autograder.harness import guards, worker  # noqa: E402
+from autograder.harness import guards, lab_imports, worker  # noqa: E402
 
 
 def warm_up() -> None:
@@ -132,6 +132,7 @@ def fork_worker(request: ForkConfined | ForkTrusted, control: socket.socket, sta
     judge_end, worker_end = socket.socketpair()
     output, output_end = os.pipe()
     try:
+        lab_imports.pay_for(request.lab_allows)  # once: every later worker of the lab has them paid
         if isinstance(request, ForkTrusted):
             pid = fork_trusted(request.root, worker_end, output_end)
         else:

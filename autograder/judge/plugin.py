@@ -125,6 +125,7 @@ def pytest_configure(config):
         rules_for(lab.allowed_imports)  # a lab that allows what no lab may is refused before anything runs
     except ValueError as refused:
         raise pytest.UsageError(f"{lab.name}/lab.toml: {refused}") from None
+    WorkerProcess.lab_allows = lab.allowed_imports
     for part in lab.part_ids:
         config.addinivalue_line("markers", f"{part}: checks of the {part} part")
     config.addinivalue_line("markers", "hidden: a check students do not see (inside a HIDDEN TESTS fence)")

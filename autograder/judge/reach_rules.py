@@ -1,7 +1,7 @@
 """The rules of the internals scan (:mod:`autograder.judge.internals`), as data: the modules a submission may
-import and what it may use of each (:data:`LIBRARIES`, and :data:`LAB_MAY_ALLOW` for a lab that declares
-more), the attributes no object may be asked for (:data:`INTERPRETER_ATTRIBUTES`), the built-ins and
-dunder names allowed. The walker applies them; a change of what is allowed is a change here.
+import and what it may use of each (:data:`LIBRARIES`, and what a lab that declares more may allow:
+:data:`autograder.harness.lab_imports.LAB_MAY_ALLOW`), the attributes no object may be asked for
+(:data:`INTERPRETER_ATTRIBUTES`), the built-ins and dunder names allowed. The walker applies them; a change of what is allowed is a change here.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import importlib
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from autograder.harness.lab_imports import LAB_MAY_ALLOW
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,9 @@ LIBRARIES: Mapping[str, Library] = {
     "sys": _library("sys", only={"stdout", "stderr", "float_info", "maxsize", "version_info", "exit"}),
 }
 
-# What a lab may allow beyond LIBRARIES (lab.toml's `allowed_imports`), and nothing else: a lab with a
-# training loop needs the optimisers. Allowing one makes it an attribute its parent module may lead to.
-# Each is read from the running torch only when a lab allows it (as _library reads every module).
-LAB_MAY_ALLOW = frozenset({"torch.optim", "torch.optim.lr_scheduler"})
+# What a lab may allow beyond LIBRARIES is declared with each one's first use, which the zygote pays
+# (autograder.harness.lab_imports.LAB_MAY_ALLOW). Allowing one makes it an attribute its parent module may lead
+# to. Each is read from the running torch only when a lab allows it (as _library reads every module).
 
 
 @dataclass(frozen=True)
@@ -162,9 +163,9 @@ class Rules:
 def rules_for(allowed: frozenset[str] = frozenset()) -> Rules:
     """The rules of a lab that allows ``allowed`` (names of :data:`LAB_MAY_ALLOW`) beyond the kit's
     libraries; ``ValueError`` for any other name, in the lab author's words."""
-    if allowed - LAB_MAY_ALLOW:
-        raise ValueError(f"allowed_imports: {', '.join(sorted(allowed - LAB_MAY_ALLOW))} cannot be allowed; a lab "
-                         f"may allow {', '.join(sorted(LAB_MAY_ALLOW))} (autograder/judge/reach_rules.py: LAB_MAY_ALLOW)")
+    if allowed - LAB_MAY_ALLOW.keys():
+        raise ValueError(f"allowed_imports: {', '.join(sorted(allowed - LAB_MAY_ALLOW.keys()))} cannot be allowed; a "
+                         f"lab may allow {', '.join(sorted(LAB_MAY_ALLOW))} (autograder/harness/lab_imports.py: LAB_MAY_ALLOW)")
     libraries = dict(LIBRARIES)
     for name in sorted(allowed):  # a parent before its children: each child becomes its parent's submodule
         libraries[name] = _library(name)
