@@ -1,7 +1,8 @@
 """The rules of the internals scan (:mod:`autograder.judge.internals`), as data: the modules a submission may
 import and what it may use of each (:data:`LIBRARIES`, and what a lab that declares more may allow:
 :data:`autograder.harness.lab_imports.LAB_MAY_ALLOW`), the attributes no object may be asked for
-(:data:`INTERPRETER_ATTRIBUTES`), the built-ins and dunder names allowed. The walker applies them; a change of what is allowed is a change here.
+(:data:`INTERPRETER_ATTRIBUTES`), the built-ins and dunder names allowed. The walker applies them; a change
+of what is allowed is a change here.
 """
 
 from __future__ import annotations
