@@ -1124,6 +1124,28 @@ def test_no_module_torch_loads_on_first_use_is_allowed():
     assert [name for name in torch._lazy_modules if name[0] != "_" and LIBRARIES["torch"].allows(name)] == []
 
 
+def test_a_lab_that_allows_the_optimisers_gives_only_what_torch_defines_there():
+    """An allowed module is an allowlist of the names it defines itself: the optimisers and schedulers, not
+    weakref's ``ref`` that torch.optim.lr_scheduler imports (a finaliser, as ``__del__`` is), nor a submodule
+    torch deletes from torch.optim (were a later torch to keep ``torch.optim.optimizer``, its ``sys``)."""
+    allowed = frozenset({"torch.optim", "torch.optim.lr_scheduler"})
+    trains = textwrap.dedent("""
+        import torch
+        from torch.optim.lr_scheduler import StepLR
+        weight = torch.zeros(2, requires_grad=True)
+        optimiser = torch.optim.Adam([weight], lr=0.1)
+        schedule = StepLR(optimiser, step_size=1)
+        optimiser.zero_grad()
+        optimiser.step()
+        schedule.step()
+    """)
+    assert scan(trains, "train.py", frozenset({"train"}), allowed) == []
+    for reach in ("from torch.optim.lr_scheduler import ref", "import torch.optim.lr_scheduler as s; s.ref(print)",
+                  "import torch; s = torch.optim.lr_scheduler; f = s.ref", "import torch; m = torch.optim.optimizer.sys",
+                  "from torch.optim import swa_utils"):
+        assert scan(reach, "train.py", frozenset({"train"}), allowed), reach
+
+
 def test_the_allowed_builtins_reach_nothing():
     assert not reach_rules.ALLOWED_BUILTINS & {"exec", "eval", "compile", "open", "vars", "globals", "locals",
                                               "getattr", "setattr", "delattr", "hasattr", "breakpoint", "input",

@@ -150,6 +150,16 @@ LIBRARIES: Mapping[str, Library] = {
 # to. Each is read from the running torch only when a lab allows it (as _library reads every module).
 
 
+def _own_names(name: str) -> frozenset[str]:
+    """The public names module ``name`` defines itself (torch's classes and functions): all a lab that allows it
+    may use of it. Not what it imports from elsewhere (torch.optim.lr_scheduler holds weakref's ``ref``, a
+    finaliser), nor a submodule that torch deletes from it (``torch.optim.optimizer``, whose ``sys`` a later
+    torch that kept the name would hand out)."""
+    return frozenset(attribute for attribute, value in vars(importlib.import_module(name)).items()
+                     if attribute[:1] != "_" and not isinstance(value, types.ModuleType)
+                     and (getattr(value, "__module__", None) or "").startswith("torch"))
+
+
 @dataclass(frozen=True)
 class Rules:
     """The modules one lab's submissions may import and use (:data:`LIBRARIES` and what the lab allows),
@@ -169,7 +179,7 @@ def rules_for(allowed: frozenset[str] = frozenset()) -> Rules:
                          f"lab may allow {', '.join(sorted(LAB_MAY_ALLOW))} (autograder/harness/lab_imports.py: LAB_MAY_ALLOW)")
     libraries = dict(LIBRARIES)
     for name in sorted(allowed):  # a parent before its children: each child becomes its parent's submodule
-        libraries[name] = _library(name)
+        libraries[name] = _library(name, only=_own_names(name))
         parent, _, child = name.rpartition(".")
         if parent in libraries:
             held = libraries[parent]
