@@ -46,6 +46,7 @@ class Failure:
     kind: FailureKind
     where: str = ""  # the call ("module.function")
     type: str = ""  # the exception's type (for check_error: the judge's)
+    cause: str = ""  # check_error: why a worker did not start, in the kit's words (WorkerDidNotStart)
     file: str = ""  # the submission's file and line where it happened
     line: int = 0
     phase: str = ""  # "import": while a module was loading

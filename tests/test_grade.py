@@ -20,13 +20,15 @@ import pytest
 from autograder.batch import grade as batch
 from autograder.batch import outputs, pool, provenance, staging
 from autograder.batch.grade import grade
-from autograder.batch.jobs import Failed
+from autograder.batch.jobs import Failed, Graded
 from autograder.batch.lane import Lane
 from autograder.files import digest_files
 from autograder.batch.verify import verify
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, amount
-from autograder.results import CohortRun
+from autograder.harness.transport import WorkerDidNotStart
+from autograder.judge import plugin
+from autograder.results import CheckResult, CohortRun, RunResults, write_run
 from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -288,6 +290,32 @@ def test_the_reference_solution_proves_the_environment_before_a_cohort_is_graded
     proof = (out / outputs.REFERENCE_PROOF).stat().st_mtime_ns
     grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), force=True)
     assert (out / outputs.REFERENCE_PROOF).stat().st_mtime_ns == proof
+
+
+def test_a_reference_whose_workers_did_not_start_is_refused_saying_why(tmp_path, monkeypatch):
+    """A worker that could not start (a local user took torch's cache folder, say) fails every check on the
+    grader's side: the refusal says why once, in the kit's words carried as data (never a check's own text),
+    and blames this machine, not the checks."""
+    why = ("a worker did not start (OSError: the zygote did not start the worker: the first use of torch.optim "
+           "failed in the grader (FileExistsError: [Errno 17] File exists: '/tmp/torchinductor_root'))")
+    did_not_start = plugin.failure_of(WorkerDidNotStart(why), "WorkerDidNotStart", hidden=False)
+    assert plugin.failure_of(KeyError("a check's value"), "KeyError", hidden=False).cause == ""
+
+    class NoWorkerStarts:
+        limits = DEFAULTS
+
+        def grade(self, staged, raw):
+            write_run(raw, RunResults(LAB.name, [CheckResult(part.id, f"test_{part.id}", 1.0, False, message="(a student's words)",
+                                                             failure=did_not_start) for part in LAB.parts]), LAB)
+            return Graded(str(raw))
+
+    monkeypatch.setattr(batch, "unpinned", lambda: [])
+    with pytest.raises(batch.EnvironmentUnproven) as refused:
+        batch.prove_environment(LAB, tmp_path / "out", {"kit": "k"}, NoWorkerStarts(), tmp_path / "staging")
+    said, first = str(refused.value), LAB.parts[0].id
+    assert f"failing test_{first} ({first}: a worker of the grader's did not start), " in said, said
+    assert said.count(why) == 1 and "(a student's words)" not in said, said
+    assert said.endswith("Every package is the pinned version: this machine or the limits are at fault."), said
 
 
 def test_a_later_lab_refused_says_which_labs_were_graded(tmp_path, monkeypatch):

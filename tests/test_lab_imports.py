@@ -1,15 +1,20 @@
 """What a lab allows its code to import has its first use paid once, in the zygote, not by each worker within a student's call."""
 
+import os
+import pwd
+import socket
+
 import pytest
 
+from autograder.harness import lab_imports, sandbox, zygote
 from autograder.harness.lab_imports import LAB_MAY_ALLOW
+from autograder.harness.messages import ForkTrusted, NotForked, ZygoteMessage
 from autograder.harness.processes import WorkerProcess
 from autograder.harness.remote import RemoteCode
 from autograder.harness.zygote_client import Zygote
 
-pytestmark = pytest.mark.slow  # starts zygotes
-
 TRAINS = """
+import os
 import sys
 
 import torch
@@ -25,6 +30,10 @@ def first_steps_import():
         optimiser.step()
         schedule.step()
     return sorted(set(sys.modules) - before)
+
+
+def cache_folder():
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR")
 """
 
 
@@ -36,22 +45,56 @@ def first_steps_import(folder, confined: bool) -> list[str]:
         code.close()
 
 
+@pytest.mark.slow  # starts zygotes
 def test_what_a_lab_may_allow_has_its_first_use_paid_before_a_worker_starts(tmp_path, monkeypatch):
     """On the pinned torch, an optimiser's first steps in a worker import torch._dynamo (over 800 modules), unless the
     zygote paid them for a lab that allows the optimisers or their schedules: then they import nothing, in the
     reference's worker and a student's confined one. A torch that loads nothing there fails the first assertion:
-    the first use is then worth nothing and goes."""
-    folder = tmp_path / "submission"
+    the first use is then worth nothing and goes.
+
+    The paying zygotes' temporary folder holds a file where torch would make its cache folder (any local user can
+    make one in /tmp first): the first use is paid all the same, in a folder of its own, which is gone after."""
+    folder, squatted = tmp_path / "submission", tmp_path / "shared-tmp"
     folder.mkdir()
     (folder / "trains.py").write_text(TRAINS)
+    squatted.mkdir()
+    (squatted / f"torchinductor_{pwd.getpwuid(os.getuid()).pw_name}").write_text("taken")
+    monkeypatch.setitem(sandbox.ENVIRONMENT, "TMPDIR", str(squatted))  # the zygotes' (a confined worker's is its own)
     Zygote.stop_shared()  # a zygote of this test's own, not one another test's lab warmed
     try:
-        loaded = first_steps_import(folder, confined=False)
+        loaded = first_steps_import(folder, confined=True)
         assert "torch._dynamo" in loaded and len(loaded) > 100, loaded[:5]
         for name in LAB_MAY_ALLOW:
             monkeypatch.setattr(WorkerProcess, "lab_allows", frozenset({name}))
             for confined in (False, True):
                 assert first_steps_import(folder, confined) == [], (name, confined)
+            code = RemoteCode(folder, confined=False)
+            try:
+                assert code.trains.cache_folder() is None  # the environment as it was
+            finally:
+                code.close()
             Zygote.stop_shared()  # the next name's first use, paid by a zygote that has paid none
+        assert [p.name for p in squatted.iterdir()] == [f"torchinductor_{pwd.getpwuid(os.getuid()).pw_name}"]
     finally:
         Zygote.stop_shared()
+
+
+def test_a_first_use_that_fails_is_said_on_every_fork_and_the_zygote_serves_on(tmp_path, monkeypatch):
+    """A first use that raises (torch half-imported: a retry would fail otherwise) answers every fork of the lab
+    with NotForked and its cause, tried once; the zygote goes on serving."""
+    tried = []
+
+    def breaks():
+        tried.append(1)
+        raise FileExistsError(17, "File exists", "/tmp/torchinductor_root")
+
+    monkeypatch.setitem(LAB_MAY_ALLOW, "torch.optim", breaks)
+    monkeypatch.setattr(lab_imports, "_failed", {})
+    judge, zygote_end = socket.socketpair()
+    answers = judge.makefile("rb")
+    for request in (1, 2):
+        zygote.fork_worker(ForkTrusted(id=request, root=str(tmp_path), lab_allows=["torch.optim"]), zygote_end, {})
+        assert ZygoteMessage.from_line(answers.readline()) == NotForked(id=request, error=(
+            "the first use of what the lab allows (torch.optim) failed in the grader "
+            "(FileExistsError: [Errno 17] File exists: '/tmp/torchinductor_root')"))
+    assert tried == [1]

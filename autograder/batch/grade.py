@@ -34,7 +34,7 @@ from autograder.files import write_atomically
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, JOBS, Limits
 from autograder.reports.staged_code import module_sources
-from autograder.results import CohortRun, read_record, read_run
+from autograder.results import CheckResult, CohortRun, read_record, read_run
 from autograder.text import one_line
 
 
@@ -95,13 +95,24 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
         scored = ("could not be graded here (" + one_line(answer.error.strip() if isinstance(answer, Failed) else "no results")[-300:] + ")"
                   if run is None else
                   f"gets {sum(c.points for c in run.checks if c.passed):g}/{lab.max_points:g} here, failing "
-                  + ", ".join(f"{c.name} ({c.part}: {one_line(c.message)[:120]})" for c in failed[:4])
+                  + ", ".join(f"{c.name} ({c.part}: {why_failed(c)})" for c in failed[:4])
                   + (f" and {len(failed) - 4} more" if len(failed) > 4 else ""))
+        # A worker that did not start: its cause, once (the same for every check), not the student's words.
+        causes = sorted({c.failure.cause for c in failed if c.failure and c.failure.cause})
         raise EnvironmentUnproven(
             f"{lab.name}: the reference solution {scored}: every student graded here would lose the same points. "
+            + "".join(f"Why: {one_line(cause)[-400:]}. " for cause in causes[:2])
             + (f"Found {', '.join(versions[:6])}: install the pinned requirements (make setup)." if versions else
-               "Every package is the pinned version: the checks or the limits (--call-timeout, --budget) are at fault."))
+               "Every package is the pinned version: " + ("this machine or the limits are at fault." if causes else
+                                                          "the checks or the limits (--call-timeout, --budget) are at fault.")))
     write_atomically(proof, json.dumps(provenance, indent=1))
+
+
+def why_failed(check: CheckResult) -> str:
+    """A failed check of the reference's, in a few words."""
+    if check.failure and check.failure.cause:
+        return "a worker of the grader's did not start"
+    return one_line(check.message)[:120]
 
 
 def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], staging: Path, stream) -> None:

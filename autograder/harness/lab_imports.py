@@ -8,8 +8,12 @@ Imports nothing of the kit's: the scan's rules (:mod:`autograder.judge.reach_rul
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Callable, Iterable
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
@@ -30,16 +34,52 @@ def training_step() -> None:
 LAB_MAY_ALLOW: dict[str, Callable[[], None]] = {"torch.optim": training_step, "torch.optim.lr_scheduler": training_step}
 
 _paid: set[Callable[[], None]] = set()
+_failed: dict[Callable[[], None], str] = {}  # a first use that raised: what it said (a retry fails otherwise)
+
+
+class FirstUseFailed(RuntimeError):
+    """A first use of what the lab allows raised here: no worker of the lab can start (said on every fork)."""
 
 
 def pay_for(allowed: Iterable[str]) -> None:
     """Pay, once in this process, the first uses of what a lab allows (names of :data:`LAB_MAY_ALLOW`; the
-    judge refused any other before it asked), then freeze what they loaded, as the zygote's preparation does."""
-    due = {LAB_MAY_ALLOW[name] for name in allowed if name in LAB_MAY_ALLOW} - _paid
+    judge refused any other before it asked), then freeze what they loaded, as the zygote's preparation does.
+    :class:`FirstUseFailed` if one raised, now or before (torch keeps half an import: it cannot be tried again)."""
+    due: dict[Callable[[], None], list[str]] = {}  # a first use, and the names it is paid for
+    for name in allowed:
+        if name in LAB_MAY_ALLOW and LAB_MAY_ALLOW[name] not in _paid:
+            due.setdefault(LAB_MAY_ALLOW[name], []).append(name)
+    if failed := [_failed[first_use] for first_use in due if first_use in _failed]:
+        raise FirstUseFailed(failed[0])
     if not due:
         return
-    with torch.random.fork_rng(devices=[]):  # a worker's random state is the same in a zygote that paid them
-        for first_use in due:
-            first_use()
-    _paid.update(due)
+    # A worker's random state is the same in a zygote that paid them.
+    with torch.random.fork_rng(devices=[]), torch_cache_of_its_own():
+        for first_use, names in due.items():
+            try:
+                first_use()
+            except Exception as exc:
+                _failed[first_use] = (f"the first use of what the lab allows ({', '.join(names)}) failed in the grader "
+                                      f"({type(exc).__name__}: {exc})")
+                raise FirstUseFailed(_failed[first_use]) from exc
+            _paid.add(first_use)
     gc.freeze()
+
+
+@contextlib.contextmanager
+def torch_cache_of_its_own() -> Iterator[None]:
+    """Importing torch._dynamo makes inductor's cache folder, by default a fixed name in the temporary folder
+    (``/tmp/torchinductor_root``) that any local user can make first: a file there fails the import, a link
+    hands the grader another's folder. A fresh private folder instead, removed after, the environment (which
+    the import sets) as it was: the first uses write nothing there."""
+    folder = tempfile.mkdtemp(prefix="autograder-torch-cache-")
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+        shutil.rmtree(folder, ignore_errors=True)

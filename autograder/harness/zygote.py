@@ -141,7 +141,7 @@ def fork_worker(request: ForkConfined | ForkTrusted, control: socket.socket, sta
             pid = sandbox.spawn(confinement, worker_end, output_end,
                                 # spawn runs it in the child it forks, before the zygote serves another request
                                 lambda report: worker.run(confinement.submission, worker_end, report))
-    except OSError as exc:
+    except (OSError, lab_imports.FirstUseFailed) as exc:
         control.sendall(NotForked(id=request.id, error=str(exc)).to_line())
     else:
         socket.send_fds(control, [Forked(id=request.id, pid=pid).to_line()], [judge_end.fileno(), output])

@@ -29,6 +29,7 @@ from autograder.course import hidden_line_ranges
 from autograder.harness.processes import WorkerProcess
 from autograder.harness.remote import RemoteCode, StandInCode, StudentError
 from autograder.harness.sandbox import Unconfined
+from autograder.harness.transport import WorkerDidNotStart
 from autograder.judge.checks import CheckFailure
 from autograder.judge.internals import scan_submission, submission_loads
 from autograder.judge.reach_rules import rules_for
@@ -383,7 +384,7 @@ def failure_of(verdict: BaseException, type_name: str, hidden: bool) -> Failure:
     """What made a check fail (its :func:`verdict_of`): the student's code failed (the
     StudentError's), its answer was wrong (with the relation seen and, for a public check, the
     picture), or the check itself broke (``check_error``: a bug of the kit's, the exception's type
-    ``type_name``). A hidden check's values stay here."""
+    ``type_name``; a worker that did not start, with why). A hidden check's values stay here."""
     if isinstance(verdict, StudentError):
         return verdict.failure
     if isinstance(verdict, CheckFailure):
@@ -391,7 +392,8 @@ def failure_of(verdict: BaseException, type_name: str, hidden: bool) -> Failure:
                        picture=verdict.picture if verdict.picture and not hidden else None)
     if isinstance(verdict, AssertionError):
         return Failure(FailureKind.WRONG)
-    return Failure(FailureKind.CHECK_ERROR, type=type_name)
+    return Failure(FailureKind.CHECK_ERROR, type=type_name,
+                   cause=str(verdict) if isinstance(verdict, WorkerDidNotStart) else "")  # never a check's text
 
 
 def diagnoser(config):
