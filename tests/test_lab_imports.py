@@ -10,8 +10,9 @@ from autograder.harness import lab_imports, sandbox, zygote
 from autograder.harness.lab_imports import LAB_MAY_ALLOW
 from autograder.harness.messages import ForkTrusted, NotForked, ZygoteMessage
 from autograder.harness.processes import WorkerProcess
-from autograder.harness.remote import RemoteCode
+from autograder.harness.remote import RemoteCode, StudentError
 from autograder.harness.zygote_client import Zygote
+from autograder.results import FailureKind
 
 TRAINS = """
 import os
@@ -34,13 +35,28 @@ def first_steps_import():
 
 def cache_folder():
     return os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+
+
+def softmax_in_a_step_hook():
+    weight = torch.zeros(3, requires_grad=True)
+    optimiser = torch.optim.SGD([weight], lr=0.1)
+    optimiser.register_step_pre_hook(lambda *_: torch.softmax(weight, 0))
+    weight.square().sum().backward()
+    optimiser.step()
 """
 
 
 def first_steps_import(folder, confined: bool) -> list[str]:
+    """What the first steps load, under a ban as a lab's checks set one: torch's own ScriptObject, which a step
+    gives an operator (the profiler's record_function), is no student's handler; the ban still holds in a hook."""
     code = RemoteCode(folder, confined=confined)
     try:
-        return code.trains.first_steps_import()
+        with code.forbidding("aten._softmax"):
+            loaded = code.trains.first_steps_import()
+            with pytest.raises(StudentError) as refused:
+                code.trains.softmax_in_a_step_hook()
+            assert refused.value.kind == FailureKind.FORBIDDEN, refused.value
+        return loaded
     finally:
         code.close()
 
