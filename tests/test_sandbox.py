@@ -432,6 +432,22 @@ def test_python_reached_through_links_still_imports_in_a_worker(tmp_path):
         assert run.stdout.splitlines() == [str(python), "&lt;b&gt;", FILE_CONFINEMENT], (python, run.stderr[-2000:])
 
 
+def test_pythons_random_is_seeded_as_torchs_for_every_call(tmp_path):
+    """A submission that draws with Python's random (the scan allows it) draws the same in every worker and on
+    every call, as with torch's: its grade does not change from one run to the next (a fork reseeds Python's
+    random from the system's entropy)."""
+    draws = []
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+        student = hostile(tmp_path / run, "import random\nimport torch\n\ndef attention_scores(x):\n"
+                                          "    return [random.random(), torch.rand(()).item()]\n")
+        try:
+            draws.append([student.scores.attention_scores(torch.ones(2)) for _ in range(2)])
+        finally:
+            student.close()
+    assert draws[0] == draws[1] and draws[0][0] == draws[0][1], draws
+
+
 def test_a_worker_that_ends_before_its_first_words_is_the_graders_failure(tmp_path, monkeypatch):
     """Before a worker's first words no code of the student's has run: a worker that cannot start or ends then
     fails the check on the grader's side (a check error the instructor's grades name), never as the student's

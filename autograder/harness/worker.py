@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import random
 import signal
 import socket
 import sys
@@ -131,8 +132,10 @@ class Worker:
         if request.fresh:
             self.handles.clear()
         if request.seed != CONTINUE_STREAM:
+            seed = DEFAULT_SEED if request.seed is None else int(request.seed)
             # The CPU generator is the one torch.manual_seed reseeds here (no accelerator), at 1% of the cost.
-            torch.default_generator.manual_seed(DEFAULT_SEED if request.seed is None else int(request.seed))
+            torch.default_generator.manual_seed(seed)
+            random.seed(seed)  # Python's too, which the scan allows and a fork reseeds from the system's entropy
         self.guards.serving(request)
         self.imports.serving(request)
         self.stand_ins.calls = [] if request.sublayer_calls else None
