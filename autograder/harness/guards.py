@@ -39,13 +39,15 @@ HANDLERS = ("__torch_dispatch__", "__torch_function__")
 # ... and what could answer a lookup of one with anything: a class's own attribute lookup.
 HANDLER_LOOKUPS = (*HANDLERS, "__getattr__", "__getattribute__")
 # Classes whose handlers are torch's own; the other classes written in Python are read (one written in
-# C, as the built-in types and torch._C's are, is no student's). torch.ScriptObject is C++ made a heap
-# type by pybind11, its __getattr__ TorchScript's: an optimiser's step passes the profiler's one to an
-# operator (record_function), and would fail under any ban.
-LIBRARY_CLASSES = frozenset({torch.Tensor, torch.nn.Parameter, torch.ScriptObject})
+# C, as the built-in types and torch._C's are, is no student's).
+LIBRARY_CLASSES = frozenset({torch.Tensor, torch.nn.Parameter})
+# Values that carry no handler, by their very type: checked at once. torch.ScriptObject is C++ made a heap type by
+# pybind11, its __getattr__ TorchScript's: an optimiser's step gives the profiler's one to an operator
+# (record_function), which failed under any ban. Its subclass ScriptModule, whose TorchScript methods could be
+# named as handlers, is still read.
 PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, int, float, bool, complex, str, bytes, type(None),
                          slice, type(Ellipsis), torch.Size, torch.dtype, torch.device, torch.layout,
-                         torch.memory_format, torch.Generator})  # values that carry no handler: checked at once
+                         torch.memory_format, torch.Generator, torch.ScriptObject})
 TENSOR_METACLASSES = frozenset({type(torch.Tensor), type(torch.nn.Parameter)})
 # A class's real method resolution order, its own namespace and its name, and the descriptor of an
 # object's own dict, read below anything a class or metaclass could put in their place: the check
