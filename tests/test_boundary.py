@@ -468,6 +468,28 @@ def test_the_zygote_holds_nothing_of_its_judges_environment(tmp_path, monkeypatc
         lane.close()
 
 
+def test_the_lanes_of_a_process_are_forked_by_one_judge_server(tmp_path):
+    """Every lane a process starts is forked from one clean judge server (torch imported once a process, not
+    once a lane): two lanes, one parent, not this process. A killed lane is seen to end, its status the server's;
+    a lane started after its server ended is forked by a new one, and grades."""
+    submission = tmp_path / "attention"
+    shutil.copytree(SOLUTIONS, submission, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    lanes = [Lane(LAB, DEFAULTS) for _ in range(2)]
+    try:
+        for lane in lanes:
+            lane.start()
+        [server] = {parent_of(lane.proc.pid) for lane in lanes}
+        assert server not in (None, os.getpid()) and parent_of(server) == os.getpid()
+        lanes[0].proc.kill()
+        assert lanes[0].proc.wait(10) == -signal.SIGKILL and lanes[1].proc.poll() is None
+        os.kill(server, signal.SIGKILL)
+        assert lanes[0].grade(submission, tmp_path / "results.json") == Graded(str(tmp_path / "results.json"))
+        assert parent_of(lanes[0].proc.pid) not in (server, os.getpid())
+    finally:
+        for lane in lanes:
+            lane.close()
+
+
 PROBE = """
 import json, os, sys
 from autograder.harness.zygote_client import Zygote
@@ -482,7 +504,7 @@ print(json.dumps({"argv": sys.argv[1:], "path": sys.path, "environ": dict(os.env
 
 
 def test_a_lane_started_clean_by_its_batch_is_the_judge_it_would_have_been(tmp_path, monkeypatch):
-    """A batch starts each lane as its clean process at once (clean_start.start_clean), not as a judge that
+    """A batch has each lane forked clean by its judge server (clean_start.start_clean), not as a judge that
     restarts itself: the entry must see the arguments, environment, folder and import path (PYTHONPATH
     included) of a plain start, and its address-space limit must hold for it and for its zygote, which is
     forked before the entry runs."""

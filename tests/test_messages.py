@@ -4,7 +4,7 @@ read back as the same message, and what a worker answers is read as strictly as 
 import pytest
 
 from autograder.batch.jobs import Failed, Graded, Job, answer_from_line
-from autograder.harness.messages import (REQUESTS, ZYGOTE_MESSAGES, Answered, Build, Call, Configure, ForkConfined,
+from autograder.harness.messages import (REQUESTS, ZYGOTE_MESSAGES, Answered, Build, Call, Configure, ForkConfined, ForkJudge,
                                          Forked, ForkTrusted, Grad, MessageError, Method, NotForked, Request, Status,
                                          StatusOf, WorkerError, ZygoteMessage, answer_from_wire)
 
@@ -49,7 +49,7 @@ def test_the_judge_reads_an_answer_only_in_its_declared_form():
 ZYGOTE_EXAMPLES = [ForkConfined(id=1, root="/s", scratch="/w/scratch", view="/w/view", uid=None, cgroup=None,
                                  limits={"call_timeout": 10.0}),
                     ForkTrusted(id=2, root="/ref", lab_allows=["torch.optim"]), StatusOf(id=3, pid=0), Forked(id=1, pid=42),
-                    NotForked(id=1, error="no memory"), Status(id=3, status=None)]
+                    NotForked(id=1, error="no memory"), Status(id=3, status=None), ForkJudge(id=4, memory_bytes=4 << 30)]
 
 
 def test_the_judge_and_its_zygote_read_each_others_lines_as_types():

@@ -8,14 +8,19 @@ wait for a ``make check`` while the two imports share the cores.
 So an entry point that judges calls :func:`restart_clean` once its arguments hold. The process
 replaces itself (``execve``: the same pid, standard streams and limits) by ``python -m
 autograder.harness.clean_start`` with the zygote's environment, what it had (environment,
-arguments, working folder, import path) waiting unread in a memory file. A batch that starts
-judges of its own (a grading lane) starts each as that clean process at once (:func:`start_clean`:
-one interpreter start and the entry's imports fewer, a tenth of a second of every run). The clean process imports
+arguments, working folder, import path) waiting unread in a memory file. The clean process imports
 torch and the worker code, prepares what workers inherit (:func:`autograder.harness.zygote.prepare`:
 torch's lazy first uses, which the judge's gradient checks need too, then ``gc.freeze``), forks the
 zygote (:func:`autograder.harness.zygote.serve_forked`, which closes that file and the standard
 streams), and only then reads what it had back and runs its entry point again, as the judge, with
 torch imported and its zygote ready.
+
+A batch that starts judges of its own (grading lanes) has each forked, already clean, by its judge server
+(:class:`JudgeServer`, :func:`start_clean`): one clean process a batch that imports and prepares torch once
+and forks a judge for each lane, which then forks its zygote and reads its memory file as above. A lane's
+start is a fork, not 1-2 CPU-seconds of imports, and the lanes share torch's pages until they write them;
+``ps`` shows each as the server's command line (``clean_start serve``). Where no server can be had (no
+pidfd), each lane is started as a clean process of its own.
 
 So the judge runs with the zygote's interpreter settings and preparation: hash seed 0, the C.UTF-8
 locale, torch on one thread, what was loaded before the fork frozen; ``PYTHON*`` variables read at
@@ -28,21 +33,28 @@ bytecode is written is the caller's from the start (torch's included).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import gc
+import itertools
 import json
 import os
 import resource
 import runpy
+import select
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import weakref
+from typing import NoReturn
 
 from autograder.course import KIT_ROOT
 from autograder.ending import end_without_finalizing
 from autograder.harness import sandbox
+from autograder.harness.messages import ForkJudge, Forked, MessageError, NotForked, Status, StatusOf, ZygoteMessage
 from autograder.harness.zygote_client import Zygote
 
 
@@ -87,10 +99,228 @@ def start_clean(entry: str, argv: list[str], memory_bytes: int, **popen) -> subp
     if held is None:
         return subprocess.Popen([sys.executable, "-m", entry, *argv], cwd=KIT_ROOT, **popen)
     try:
+        with contextlib.suppress(OSError):  # no server here (no pidfd): a clean process of its own
+            if (served := JudgeServer.fork(held, memory_bytes, **popen)) is not None:
+                return served
         return subprocess.Popen([*clean_command(held, entry), str(memory_bytes)], cwd=KIT_ROOT,
                                 env=sandbox.ENVIRONMENT, pass_fds=(held,), **popen)
     finally:
         os.close(held)
+
+
+class JudgeServer:
+    """The clean process every judge a batch starts is forked from (``python -m autograder.harness.clean_start
+    serve``, :func:`serve`): torch and the worker code imported and prepared once a batch, not once a lane (a
+    lane's start: a fork, not 1-2 CPU-seconds), and shared by the lanes' memory until they write it. It holds
+    nothing of any judge's: a judge's state (its memory file) is read only by the child forked for it, after
+    that child has forked its zygote. One a process (a batch, or a process that grades several times), started
+    on first use; it ends when the process hangs up."""
+
+    _shared: JudgeServer | None = None
+    _lock = threading.Lock()  # the batch's threads start lanes at once
+
+    def __init__(self):
+        self.control, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        bytecode = "no-bytecode" if sys.dont_write_bytecode else "bytecode"
+        self.proc = subprocess.Popen([sys.executable, "-m", __name__, "serve", str(server_end.fileno()), bytecode],
+                                     cwd=KIT_ROOT, env=sandbox.ENVIRONMENT, pass_fds=(server_end.fileno(),),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server_end.close()
+        self.requests = itertools.count(1)
+
+    @classmethod
+    def fork(cls, held: int, memory_bytes: int, stdin=None, stdout=None, stderr=None, text: bool = False,
+             **other) -> ServedJudge | None:
+        """A judge forked with the memory file ``held`` and these standard streams (None: this process's,
+        ``subprocess.PIPE`` or ``subprocess.DEVNULL``); None for other options of Popen's. OSError if the
+        server cannot start it."""
+        if other or not hasattr(os, "pidfd_open") or \
+                any(s not in (None, subprocess.PIPE, subprocess.DEVNULL) for s in (stdin, stdout, stderr)):
+            return None
+        ends = [standard_stream(s, number) for number, s in enumerate((stdin, stdout, stderr))]
+        try:
+            with cls._lock:
+                for attempt in (1, 2):  # one that ended (killed, out of step) is replaced once
+                    if cls._shared is None or cls._shared.proc.poll() is not None:
+                        if cls._shared is None:
+                            atexit.register(cls.stop_shared)
+                        cls._shared = cls()
+                    server = cls._shared
+                    try:
+                        answer, pidfd = server.ask(ForkJudge(id=next(server.requests), memory_bytes=memory_bytes),
+                                                   [held, *(child for child, _ in ends)])
+                        break
+                    except OSError:
+                        server.proc.wait()  # ask() killed it
+                        if attempt == 2:
+                            raise
+            if not isinstance(answer, Forked) or pidfd is None:
+                raise OSError(f"the judge server did not start the judge: {getattr(answer, 'error', 'no answer')}")
+        except BaseException:
+            for _, mine in ends:
+                if mine is not None:
+                    os.close(mine)
+            raise
+        finally:
+            for child, _ in ends:
+                os.close(child)
+        os.set_inheritable(pidfd, False)
+        return ServedJudge(server, answer.pid, pidfd, *(None if mine is None else our_end(mine, number, text)
+                                                        for number, (_, mine) in enumerate(ends)))
+
+    @classmethod
+    def stop_shared(cls) -> None:
+        """Hang up on the server and wait for it to end (killed after a second): a batch that ends leaves
+        no server behind. Its judges end when the batch closes their input."""
+        server, cls._shared = cls._shared, None
+        if server is not None:
+            server.control.close()
+            try:
+                server.proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                server.proc.kill()
+                server.proc.wait()
+
+    def ask(self, request: ZygoteMessage, fds: list[int] = ()) -> tuple[ZygoteMessage, int | None]:
+        """Send ``request`` (with ``fds``) and read its answer: what it is, and the descriptor it came with."""
+        try:
+            self.control.settimeout(START_TIMEOUT)
+            socket.send_fds(self.control, [request.to_line()], fds)
+            line, got, _, _ = socket.recv_fds(self.control, 4096, 1)
+            answer = ZygoteMessage.from_line(line) if line else None
+            if answer is None or answer.id != request.id:
+                for fd in got:
+                    os.close(fd)
+                raise OSError("the judge server ended" if answer is None else "the judge server answered another request")
+        except (OSError, MessageError) as exc:
+            self.proc.kill()  # out of step: the next judge is forked by a new one
+            raise OSError(f"the judge server did not answer: {exc}") from None
+        return answer, (got[0] if got else None)
+
+    def status_of(self, pid: int) -> int | None:
+        with self._lock:
+            answer, _ = self.ask(StatusOf(id=next(self.requests), pid=pid))
+        return answer.status if isinstance(answer, Status) else None
+
+
+# The first fork waits for the server's imports (seconds on a busy machine).
+START_TIMEOUT = 300.0
+
+
+def our_end(fd: int, number: int, text: bool):
+    """This process's end of a judge's standard stream ``number``, as Popen opens it."""
+    if text:
+        return open(fd, "w" if number == 0 else "r", encoding="utf-8")
+    return open(fd, "wb" if number == 0 else "rb", buffering=0)
+
+
+def standard_stream(kind, number: int) -> tuple[int, int | None]:
+    """The judge's end of its standard stream ``number`` (0-2), and this process's end of it (a pipe's), if any."""
+    if kind is None:
+        return os.dup(number), None
+    if kind == subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_RDWR), None
+    read, write = os.pipe()
+    return (read, write) if number == 0 else (write, read)
+
+
+class ServedJudge:
+    """What :class:`subprocess.Popen` offers a batch (``pid``, the standard streams, ``poll``, ``wait``,
+    ``kill``, ``communicate``), for a judge its server forked: watched through a pidfd (a pid the judge's
+    end freed is never signalled), its exit status asked of the server, its parent."""
+
+    def __init__(self, server: JudgeServer, pid: int, pidfd: int, stdin, stdout, stderr):
+        self.server, self.pid, self.pidfd = server, pid, pidfd
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+        self.release = weakref.finalize(self, os.close, pidfd)  # once: when it is waited for, or forgotten
+
+    def poll(self) -> int | None:
+        return self.wait(0.0) if self.returncode is None and self._ended(0.0) else self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not self._ended(timeout):
+                raise subprocess.TimeoutExpired(f"judge {self.pid}", timeout)
+            try:
+                status = self.server.status_of(self.pid)
+            except OSError:  # the server ended: it took the status along
+                status = None
+            self.returncode = -signal.SIGKILL if status is None else os.waitstatus_to_exitcode(status)
+            self.release()
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # it has ended, not yet been waited for
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple:
+        """As Popen's, for a judge that prints into one pipe at most (read to its end, then waited for)."""
+        if self.stdin is not None:
+            self.stdin.close()
+        if self.stdout is not None and self.stderr is not None:
+            raise ValueError("a served judge's two output pipes are read by its batch's threads, not here")
+        read = [stream.read() if stream is not None else None for stream in (self.stdout, self.stderr)]
+        self.wait(timeout)
+        return tuple(read)
+
+    def _ended(self, timeout: float | None) -> bool:
+        return bool(select.select([self.pidfd], [], [], timeout)[0])
+
+
+def serve(control: socket.socket) -> NoReturn:
+    """The judge server: prepared once (:func:`prepare`), then a judge forked for each :class:`ForkJudge`, until
+    its batch hangs up; its judges' ends collected and kept for :class:`StatusOf`, as the zygote keeps its
+    workers'."""
+    from autograder.harness import zygote
+
+    prepare()
+    statuses: dict[int, int] = {}
+    while True:
+        try:
+            line, fds, _, _ = socket.recv_fds(control, 4096, 4)
+        except OSError:
+            line, fds = b"", []
+        zygote.reap(statuses)
+        if not line:
+            os._exit(0)  # its judges go on: each ends when its batch closes its input
+        request = None
+        try:
+            request = ZygoteMessage.from_line(line)
+            if isinstance(request, StatusOf):
+                zygote.status_of(request, control, statuses)
+            elif isinstance(request, ForkJudge) and len(fds) == 4:
+                pid = os.fork()
+                if pid == 0:
+                    become_judge(control, fds, request.memory_bytes)
+                pidfd = os.pidfd_open(pid)  # before any reaping: the pid is still this one's child
+                try:
+                    socket.send_fds(control, [Forked(id=request.id, pid=pid).to_line()], [pidfd])
+                finally:
+                    os.close(pidfd)
+            else:
+                raise MessageError("not a request to a judge server")
+        except (OSError, MessageError) as exc:
+            control.send(NotForked(id=request.id if request else 0, error=str(exc)).to_line())
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def become_judge(control: socket.socket, fds: list[int], memory_bytes: int) -> NoReturn:
+    """The child of the judge server: its standard streams and address-space limit, then the clean process's
+    own course (:func:`carry_on`) with the memory file ``fds[0]``."""
+    try:
+        control.close()
+        held, *streams = fds
+        for number, stream in enumerate(streams):
+            os.dup2(stream, number)
+            os.close(stream)
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        carry_on(held)
+    finally:
+        os._exit(70)  # carry_on ends the process itself; this only if it could not start
 
 
 def waiting_state(entry: str, argv: list[str], cwd: str, path: list[str] | None, write_through: bool,
@@ -119,16 +349,22 @@ def clean_command(held: int, entry: str) -> list[str]:
     return [sys.executable, "-m", __name__, str(held), entry, bytecode]
 
 
-def carry_on(held: int) -> None:
-    """The clean process: torch and the worker code, prepared, the zygote forked, then the entry point
-    run as it was started."""
+def prepare() -> None:
+    """Torch and the worker code, imported and prepared: the judge's and, forked, its zygote's."""
     # Importing torch makes objects none of which is garbage, and the collector's passes over them cost a tenth
     # of the import (1.14 -> 1.01 CPU-s): it is off until they are frozen.
     gc.disable()
-    from autograder.harness import zygote  # torch and the worker code: the judge's and, forked, the zygote's
+    from autograder.harness import zygote
 
     zygote.prepare()  # torch's lazy first uses (autograd's, for the checks' gradients too) paid once, for both
     gc.enable()  # prepare() froze what is loaded: collections walk only what comes after
+
+
+def carry_on(held: int) -> None:
+    """The clean process, prepared (:func:`prepare`): the zygote forked, then the entry point run as it was
+    started."""
+    from autograder.harness import zygote
+
     # Child exits are collected (a SIG_IGN inherited across execve would have the kernel reap the zygote
     # unseen, and a handle could not tell it ended).
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -174,6 +410,9 @@ if __name__ == "__main__":
     # one of a judge's that imports torch, and one that never cached it would compile torch again in every run
     # (3.1 s instead of 1.7 s of a `make check`). The zygote and its workers write none (zygote.serve_requests).
     sys.dont_write_bytecode = sys.argv[3] == "no-bytecode"
+    if sys.argv[1] == "serve":  # a batch's judge server (JudgeServer): argv[2] is its control socket
+        serve(socket.socket(fileno=int(sys.argv[2])))
     if len(sys.argv) > 4:  # argv[4], from start_clean: the address-space limit its entry would have set itself
         resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[4]), int(sys.argv[4])))
+    prepare()
     carry_on(int(sys.argv[1]))  # argv[2], the entry, is for `ps`: the memory file says it too

@@ -324,5 +324,16 @@ class Status(ZygoteMessage):
     status: int | None
 
 
+@dataclass(kw_only=True)
+class ForkJudge(ZygoteMessage):
+    """To a batch's judge server (:mod:`autograder.harness.clean_start`): fork a judge with an address space of
+    at most ``memory_bytes``, given the memory file of what it had and its three standard streams
+    (``SCM_RIGHTS``). Answered by :class:`Forked` with a pidfd of the judge, or :class:`NotForked`; how it
+    ended, by :class:`StatusOf` as the zygote answers it."""
+
+    OP = "fork_judge"
+    memory_bytes: int
+
+
 ZYGOTE_MESSAGES: dict[str, type[ZygoteMessage]] = {
-    kind.OP: kind for kind in (ForkConfined, ForkTrusted, StatusOf, Forked, NotForked, Status)}
+    kind.OP: kind for kind in (ForkConfined, ForkTrusted, StatusOf, Forked, NotForked, Status, ForkJudge)}
