@@ -48,6 +48,7 @@ import socket
 import subprocess
 import sys
 import threading
+import traceback
 import weakref
 from typing import NoReturn
 
@@ -140,20 +141,24 @@ class JudgeServer:
         ends = [standard_stream(s, number) for number, s in enumerate((stdin, stdout, stderr))]
         try:
             with cls._lock:
-                for attempt in (1, 2):  # one that ended (killed, out of step) is replaced once
+                for attempt in (1, 2):  # one that ended before it had the request is replaced once
                     if cls._shared is None or cls._shared.proc.poll() is not None:
                         if cls._shared is None:
                             atexit.register(cls.stop_shared)
+                        else:
+                            cls._shared.control.close()
                         cls._shared = cls()
                     server = cls._shared
                     try:
                         answer, pidfd = server.ask(ForkJudge(id=next(server.requests), memory_bytes=memory_bytes),
                                                    [held, *(child for child, _ in ends)])
                         break
-                    except OSError:
+                    except NotDelivered:
                         server.proc.wait()  # ask() killed it
                         if attempt == 2:
                             raise
+                    # Any other failure: it had the request and may have forked a judge, which must not have a
+                    # twin on the same streams: no retry; that judge sees its input end, as these ends close below.
             if not isinstance(answer, Forked) or pidfd is None:
                 raise OSError(f"the judge server did not start the judge: {getattr(answer, 'error', 'no answer')}")
         except BaseException:
@@ -185,13 +190,19 @@ class JudgeServer:
         """Send ``request`` (with ``fds``) and read its answer: what it is, and the descriptor it came with."""
         try:
             self.control.settimeout(START_TIMEOUT)
-            socket.send_fds(self.control, [request.to_line()], fds)
+            try:
+                socket.send_fds(self.control, [request.to_line()], fds)
+            except OSError as exc:
+                raise NotDelivered(exc) from None
             line, got, _, _ = socket.recv_fds(self.control, 4096, 1)
             answer = ZygoteMessage.from_line(line) if line else None
             if answer is None or answer.id != request.id:
                 for fd in got:
                     os.close(fd)
                 raise OSError("the judge server ended" if answer is None else "the judge server answered another request")
+        except NotDelivered:
+            self.proc.kill()
+            raise
         except (OSError, MessageError) as exc:
             self.proc.kill()  # out of step: the next judge is forked by a new one
             raise OSError(f"the judge server did not answer: {exc}") from None
@@ -204,7 +215,11 @@ class JudgeServer:
 
 
 # The first fork waits for the server's imports (seconds on a busy machine).
-START_TIMEOUT = 300.0
+START_TIMEOUT = 120.0
+
+
+class NotDelivered(OSError):
+    """A request the judge server never had (it had ended): another server may be asked again."""
 
 
 def our_end(fd: int, number: int, text: bool):
@@ -319,6 +334,8 @@ def become_judge(control: socket.socket, fds: list[int], memory_bytes: int) -> N
             os.close(stream)
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
         carry_on(held)
+    except BaseException:
+        traceback.print_exc()  # into the lane's standard error: its log with --debug
     finally:
         os._exit(70)  # carry_on ends the process itself; this only if it could not start
 
@@ -379,8 +396,10 @@ def carry_on(held: int) -> None:
             os._exit(0)
     zygote_end.close()
     Zygote.forked(control, pid)
-    with open(held, "rb") as waiting:
-        state = json.loads(waiting.read())
+    # Read from its start, not the file's shared offset: a judge whose server died before it answered has a
+    # twin started by other means, and each reads it whole.
+    state = json.loads(os.pread(held, os.fstat(held).st_size, 0))
+    os.close(held)
     os.chdir(state["cwd"])
     os.environ.clear()
     os.environ.update(state["environ"])
