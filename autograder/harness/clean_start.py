@@ -122,8 +122,7 @@ class JudgeServer:
 
     def __init__(self):
         self.control, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        bytecode = "no-bytecode" if sys.dont_write_bytecode else "bytecode"
-        self.proc = subprocess.Popen([sys.executable, "-m", __name__, "serve", str(server_end.fileno()), bytecode],
+        self.proc = subprocess.Popen([sys.executable, "-m", __name__, "serve", str(server_end.fileno()), bytecode()],
                                      cwd=KIT_ROOT, env=sandbox.ENVIRONMENT, pass_fds=(server_end.fileno(),),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         server_end.close()
@@ -153,12 +152,12 @@ class JudgeServer:
                         answer, pidfd = server.ask(ForkJudge(id=next(server.requests), memory_bytes=memory_bytes),
                                                    [held, *(child for child, _ in ends)])
                         break
+                    # Only then: a server that had the request may have forked a judge, which must not have a twin
+                    # on the same streams; that judge sees its input end, as these ends close below.
                     except NotDelivered:
                         server.proc.wait()  # ask() killed it
                         if attempt == 2:
                             raise
-                    # Any other failure: it had the request and may have forked a judge, which must not have a
-                    # twin on the same streams: no retry; that judge sees its input end, as these ends close below.
             if not isinstance(answer, Forked) or pidfd is None:
                 raise OSError(f"the judge server did not start the judge: {getattr(answer, 'error', 'no answer')}")
         except BaseException:
@@ -200,11 +199,10 @@ class JudgeServer:
                 for fd in got:
                     os.close(fd)
                 raise OSError("the judge server ended" if answer is None else "the judge server answered another request")
-        except NotDelivered:
-            self.proc.kill()
-            raise
         except (OSError, MessageError) as exc:
-            self.proc.kill()  # out of step: the next judge is forked by a new one
+            self.proc.kill()  # ended or out of step: the next judge is forked by a new one
+            if isinstance(exc, NotDelivered):
+                raise
             raise OSError(f"the judge server did not answer: {exc}") from None
         return answer, (got[0] if got else None)
 
@@ -362,8 +360,12 @@ def waiting_state(entry: str, argv: list[str], cwd: str, path: list[str] | None,
 def clean_command(held: int, entry: str) -> list[str]:
     """The clean process's command line: the entry's name too, for `ps` (the zygote's then says whose it
     is), and whether the caller writes bytecode."""
-    bytecode = "no-bytecode" if sys.dont_write_bytecode else "bytecode"
-    return [sys.executable, "-m", __name__, str(held), entry, bytecode]
+    return [sys.executable, "-m", __name__, str(held), entry, bytecode()]
+
+
+def bytecode() -> str:
+    """Whether this process writes bytecode, as a clean process's command line says it (its argv[3])."""
+    return "no-bytecode" if sys.dont_write_bytecode else "bytecode"
 
 
 def prepare() -> None:
