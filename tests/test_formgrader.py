@@ -2,9 +2,11 @@
 nbgrader_config.py), then nbgrader's formgrader, served by a real Jupyter server, its page for a submission
 loaded by headless Chromium. Nothing a student wrote in a Markdown or raw cell renders live."""
 
+import contextlib
 import json
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -82,6 +84,12 @@ def formgrader(tmp_path_factory):
                 break
             time.sleep(0.1)
         port = json.loads(started.read_text())["port"]
+        # The server writes its port before it listens on it (jupyter_server binds in its event loop's first turn).
+        for _ in range(600):
+            with contextlib.suppress(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=5):
+                break
+            assert server.poll() is None, "the Jupyter server stopped before it listened"
+            time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/formgrader/submissions/{submission}/?token={token}", written, course
     finally:
         server.terminate()
