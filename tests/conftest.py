@@ -68,11 +68,12 @@ def read_notebook(path: Path):
     return nbformat.read(path, as_version=4)
 
 
-def nbgrader_course(folder: Path, lab: Lab = LAB) -> Path:
-    """An nbgrader course in ``folder``: the kit's nbgrader_config.py, ``lab``'s source and released
-    notebook, and the kit's code beside the config, where it finds it (in the kit, its root)."""
+def nbgrader_course(folder: Path, gradebook: Path, lab: Lab = LAB) -> Path:
+    """An nbgrader course in ``folder``: the kit's nbgrader_config.py, a copy of ``gradebook``, ``lab``'s source and
+    released notebook, and the kit's code beside the config, where it finds it (in the kit, its root)."""
     folder.mkdir(parents=True)
     shutil.copy(KIT / "nbgrader_config.py", folder / "nbgrader_config.py")
+    shutil.copy(gradebook, folder / "gradebook.db")
     (folder / "autograder").symlink_to(KIT / "autograder")
     shutil.copytree(lab.source, folder / "source" / lab.name)
     (folder / "assignments" / lab.name).mkdir(parents=True)
@@ -109,6 +110,19 @@ def once_per_run(tmp_path_factory, name: str, build) -> Path:
             build(folder)
             (folder / ".built").touch()
     return folder
+
+
+@pytest.fixture(scope="session")
+def empty_gradebook(tmp_path_factory) -> Path:
+    """A gradebook as nbgrader makes a new one (its tables, stamped with its migrations' head), made once per run
+    and copied where a test's nbgrader would make its own: nbgrader stamps each new gradebook by running `alembic
+    heads`, a process that imports all of nbgrader again (2 CPU-s; ten were 24 CPU-s of make test). A gradebook
+    nbgrader makes itself, as on a fresh clone, is still made by test_new_lab, test_gradebook's not-UTF-8 test
+    and make bench's course."""
+    def build(folder):
+        run_in_course(KIT, "nbgrader", "db", "student", "list", f"--CourseDirectory.db_url=sqlite:///{folder / 'gradebook.db'}")
+
+    return once_per_run(tmp_path_factory, "empty-gradebook", build) / "gradebook.db"
 
 
 @pytest.fixture(scope="session", params=LABS, ids=lambda lab: lab.name)

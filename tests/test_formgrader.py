@@ -58,12 +58,12 @@ FORMGRADER_GROUP = pytest.mark.xdist_group("formgrader")
 
 
 @pytest.fixture(scope="module")
-def formgrader(tmp_path_factory):
+def formgrader(tmp_path_factory, empty_gradebook):
     """The formgrader's page URL for mallory's autograded notebook, the texts she wrote, and the gradebook."""
     from nbgrader.api import Gradebook  # 1.7 s to import: paid by these tests alone
 
     tmp = tmp_path_factory.mktemp("formgrader")
-    course = nbgrader_course(tmp / "course")
+    course = nbgrader_course(tmp / "course", empty_gradebook)
     run_in_course(course, "nbgrader", "generate_assignment", LAB.name, f"--CourseDirectory.release_directory={tmp / 'release'}")
     written = crafted_submission(course / "assignments" / LAB.name / f"{LAB.notebook}.ipynb",
                                  course / "submitted" / "mallory" / LAB.name / f"{LAB.notebook}.ipynb")

@@ -34,14 +34,14 @@ def nbgrader_export(db_url: str, tmp_path: Path) -> dict[tuple[str, str], dict]:
     return {(row["assignment"], row["student_id"]): row for row in csv.DictReader(target.open())}
 
 
-def test_automatic_and_manual_points_export_together(tmp_path):
+def test_automatic_and_manual_points_export_together(tmp_path, empty_gradebook):
     from nbgrader.api import Gradebook  # 1.7 s to import: paid by this test, not by every worker's collection
 
     cohort = tmp_path / "cohort"
     for student in ("ada", "dara"):
         shutil.copytree(DEMO / student, cohort / student)
     (cohort / "eve").mkdir()  # handed nothing in: no submission in the gradebook
-    db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    db_url = f"sqlite:///{shutil.copy(empty_gradebook, tmp_path / 'gradebook.db')}"
     grade_into_gradebook(cohort, tmp_path / "grades", db_url)
     with Gradebook(db_url) as gb:  # a grader marks one written answer in the formgrader
         grade = gb.find_grade("why_sqrt_dk", "attention_lab", "attention", "ada")
@@ -69,7 +69,7 @@ def test_automatic_and_manual_points_export_together(tmp_path):
 
 def test_a_folder_name_that_is_not_utf8_is_refused_alone(tmp_path):
     """nbgrader stores a student's id as text: that student is refused, with why, and every other
-    (dara sorts after it) recorded."""
+    (dara sorts after it) recorded. The gradebook is new, made by nbgrader itself, as on a fresh clone."""
     cohort = tmp_path / "cohort"
     for student in ("ada", "dara"):
         shutil.copytree(DEMO / student / "attention", cohort / student / "attention")
@@ -99,11 +99,11 @@ open({mark!r}, "w").close()
 """
 
 
-def test_written_answers_procedure_runs_no_students_notebook_code(tmp_path):
+def test_written_answers_procedure_runs_no_students_notebook_code(tmp_path, empty_gradebook):
     """docs/deploying.md's procedure: make grade NBGRADER=1, then nbgrader autograde in the course (its
     nbgrader_config.py) for the formgrader. mallory's notebook holds a cell that rewrites the
     gradebook: it never runs, ada keeps her points, and the notebooks are ready for the formgrader."""
-    course = nbgrader_course(tmp_path / "course")
+    course = nbgrader_course(tmp_path / "course", empty_gradebook)
     db_url, mark = f"sqlite:///{course / 'gradebook.db'}", tmp_path / "the cell ran"
     notebook = json.loads((KIT / "assignments" / "attention" / "attention_lab.ipynb").read_text())
     for student in ("ada", "mallory"):
