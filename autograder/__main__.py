@@ -190,7 +190,10 @@ def build_command(parser, options) -> int:
     from autograder.authoring.release import build
 
     for lab in chosen_labs(parser, options):
-        built = build("release" if options.command == "release" else "solution", lab)
+        try:
+            built = build("release" if options.command == "release" else "solution", lab)
+        except LabError as exc:
+            parser.error(str(exc))
         print(f"{options.command} of {lab.name} written to {built}")
     return 0
 

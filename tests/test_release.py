@@ -133,6 +133,28 @@ def test_generated_folder_is_what_the_build_writes(tmp_path, lab, kind, empty_gr
         f"{committed.relative_to(KIT)} is stale: run `make release solutions` and commit the result")
 
 
+def test_the_solution_notebook_shows_its_run_beside_the_modules(lab):
+    """`make solutions` runs the reference's notebook where its modules and helpers are: the committed one shows
+    the figures and no error (nbgrader's own run came before them: every import failed, and it kept the errors)."""
+    cells = json.loads((lab.reference / f"{lab.notebook}.ipynb").read_text())["cells"]
+    outputs = [out for cell in cells for out in cell.get("outputs", [])]
+    assert [out["ename"] for out in outputs if out["output_type"] == "error"] == []
+    shown = "".join("".join(out.get("data", {}).get("text/html", "")) for out in outputs)
+    assert "✓ " in shown and "does not match" not in shown and any("image/png" in out.get("data", {}) for out in outputs)
+
+
+def test_a_solution_notebook_whose_cell_raises_stops_the_build(tmp_path):
+    from autograder.authoring.release import run_beside_its_modules
+    from autograder.lab import LabError
+
+    notebook = tmp_path / "lab.ipynb"
+    notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": "a", "metadata": {}, "execution_count": None, "outputs": [],
+         "source": "from helpers import load"}]}))
+    with pytest.raises(LabError, match=r"lab.ipynb: a cell raised when run on the reference solution:(.|\n)*No module named 'helpers'"):
+        run_beside_its_modules(notebook)
+
+
 def test_make_check_inside_a_released_lab_checks_that_lab(lab):
     """`make check` in assignments/<lab>/ (as in a student's bundle) grades the folder's own modules."""
     first = lab.parts[0]

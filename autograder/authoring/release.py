@@ -81,8 +81,8 @@ def refuse_graded_by_running(notebook: Path) -> None:
 
 def build(kind: str, lab: Lab, out_dir: Path | None = None, run_notebook: bool = True) -> Path:
     """Write the ``release`` or ``solution`` version of ``lab``; return its folder. The solution's notebook (a
-    lab may have none) is run to show its outputs, unless ``run_notebook`` is False (the staleness test
-    compares what source/ decides, not outputs, and saves a kernel's run)."""
+    lab may have none) is run to show its outputs (:func:`run_beside_its_modules`), unless ``run_notebook`` is
+    False (the staleness test compares what source/ decides, not outputs, and saves a kernel's run)."""
     command = {"release": "generate_assignment", "solution": "generate_solution"}[kind]
     out_root = Path(out_dir) if out_dir else directory(kind)
     # A build elsewhere (the staleness test) keeps its own gradebook, not the course's.
@@ -94,10 +94,7 @@ def build(kind: str, lab: Lab, out_dir: Path | None = None, run_notebook: bool =
             run_nbgrader("db", "assignment", "add", lab.name, *database)  # generate_assignment records it itself
         if kind == "release":
             refuse_graded_by_running(lab.source / f"{lab.notebook}.ipynb")
-        # The course's nbgrader_config.py runs no notebook (a student's would run unconfined); the
-        # reference's own notebook is the instructor's, run here to show its outputs.
-        execute = [f"--Execute.enabled={run_notebook}"]
-        run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database, *execute)
+        run_nbgrader(command, lab.name, "--force", f"--CourseDirectory.{kind}_directory={out_root}", *database)
     else:  # nbgrader makes only notebooks (it refuses a folder without one): the modules are the lab
         shutil.rmtree(target, ignore_errors=True)  # as nbgrader's --force leaves no earlier build's files
     for path in kit_files(source):
@@ -111,7 +108,27 @@ def build(kind: str, lab: Lab, out_dir: Path | None = None, run_notebook: bool =
         shutil.copymode(path, destination)
     shutil.copy(LAB_MAKEFILE, target / "Makefile")
     shutil.copy(NOTEBOOK_HELPERS, target / "tests" / NOTEBOOK_HELPERS.name)
+    if lab.notebook and kind == "solution" and run_notebook:
+        run_beside_its_modules(target / f"{lab.notebook}.ipynb")
     for cache_dir in target.rglob("__pycache__"):
         shutil.rmtree(cache_dir)
     return target
+
+
+def run_beside_its_modules(notebook: Path) -> None:
+    """Run the reference's notebook top to bottom in a fresh kernel, in its built folder, and keep its outputs.
+    Not by nbgrader's Execute: it runs before the modules and tests/notebook_helpers.py are written beside the
+    notebook (every import failed), and keeps a cell's error as an output where the build should stop. The
+    course's nbgrader_config.py runs no notebook (a student's would run unconfined); this one is the instructor's."""
+    import nbformat  # 1 s to import: only for a build that runs the notebook
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    ran = nbformat.read(notebook, as_version=4)
+    try:
+        NotebookClient(ran, timeout=600, kernel_name="python3", record_timing=False,  # a rebuild changes no line
+                       resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    except CellExecutionError as error:
+        raise LabError(f"{notebook}: a cell raised when run on the reference solution:\n{error}") from None
+    nbformat.write(ran, notebook)
 
