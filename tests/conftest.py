@@ -89,13 +89,10 @@ def run_in_course(course: Path, *command: str) -> None:
 
 
 def executed_notebook(path: Path):
-    """The notebook at ``path`` run top to bottom in a real Jupyter kernel (nbclient), in its folder."""
-    from nbclient import NotebookClient
+    """The notebook at ``path`` run top to bottom in a real Jupyter kernel, in its folder, as make solutions runs one."""
+    from autograder.authoring.release import executed
 
-    notebook = read_notebook(path)
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return notebook
+    return executed(path)
 
 
 def once_per_run(tmp_path_factory, name: str, build) -> Path:

@@ -65,8 +65,8 @@ def test_a_new_lab_grades_full_marks_nothing_and_names_its_misconception(kit, tm
 
 
 def test_a_new_lab_notebook_runs_on_the_solutions(kit):
-    """The solutions build ran the notebook in a real kernel (nbgrader's Execute, which keeps a cell's error as
-    its output and goes on): every cell ran without one, and each part's check shows its tick."""
+    """The solutions build ran the notebook in a real kernel beside its modules: every cell ran without an error,
+    and each part's check shows its tick."""
     notebook = read_notebook(kit / "solutions" / "demo" / "demo_lab.ipynb")
     outputs = [out for cell in notebook.cells for out in cell.get("outputs", [])]
     assert [out.get("ename") for out in outputs if out["output_type"] == "error"] == []

@@ -121,14 +121,23 @@ def run_beside_its_modules(notebook: Path) -> None:
     notebook (every import failed), and keeps a cell's error as an output where the build should stop. The
     course's nbgrader_config.py runs no notebook (a student's would run unconfined); this one is the instructor's."""
     import nbformat  # 1 s to import: only for a build that runs the notebook
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    ran = nbformat.read(notebook, as_version=4)
     try:
-        NotebookClient(ran, timeout=600, kernel_name="python3", record_timing=False,  # a rebuild changes no line
-                       resources={"metadata": {"path": str(notebook.parent)}}).execute()
+        ran = executed(notebook)
     except CellExecutionError as error:
         raise LabError(f"{notebook}: a cell raised when run on the reference solution:\n{error}") from None
     nbformat.write(ran, notebook)
+
+
+def executed(notebook: Path):
+    """The notebook at ``notebook`` run top to bottom in a fresh kernel in its folder (nbclient); a cell that
+    raises raises CellExecutionError. No timings are kept: the same run writes the same file."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    ran = nbformat.read(notebook, as_version=4)
+    NotebookClient(ran, timeout=600, kernel_name="python3", record_timing=False,
+                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
+    return ran
 
