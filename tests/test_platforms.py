@@ -152,6 +152,12 @@ def test_student_requirements_are_the_closure_of_what_students_use_pinned_as_the
     assert set(ci) == needed and "jupyterlab" not in ci, sorted(needed ^ set(ci))
 
 
+def test_no_pin_brings_a_grammar_compiled_at_every_jsonschema_import():
+    """jsonschema 4.25+'s format-nongpl extra (jupyter-events') needs rfc3987-syntax, which compiles a Lark
+    grammar whenever jsonschema is imported: 0.8 CPU-s of every nbgrader, nbformat or Jupyter process."""
+    assert "rfc3987-syntax" not in closure(pins(KIT / "requirements.txt"))
+
+
 # Its users run in one xdist worker (--dist loadgroup): each worker would set up a venv of its own (6 CPU-s).
 STUDENT_REPO = pytest.mark.xdist_group("student-repo")
 
