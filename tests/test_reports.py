@@ -435,12 +435,16 @@ def test_a_mask_mistake_is_pictured_for_public_checks_only(cohort_reports):
 def render(page, tmp_path, fragment: str = "") -> tuple[str, str]:
     """The page as Chromium renders it (its DOM after scripts ran) and what its console said;
     ``fragment``: opened at that place, as a link to it opens it."""
-    run = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-                          "--dump-dom", page.as_uri() + fragment], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
     shot = tmp_path / f"{page.stem}.png"
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,1600",
-                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    shot.unlink(missing_ok=True)  # a page of the same name rendered before: its picture says nothing of this one
+    picture = ["--hide-scrollbars", "--window-size=1200,1600", f"--screenshot={shot}"]
+    run = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+                          *([] if fragment else picture), "--dump-dom", page.as_uri() + fragment],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    if fragment:  # the picture is of the page's top, not of the place the fragment scrolls to
+        subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", *picture, page.as_uri()],
+                       capture_output=True, timeout=120, check=True)
     assert shot.stat().st_size > 20_000  # a picture with something on it, not a blank page
     console = [line for line in run.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     return run.stdout, "\n".join(console)
