@@ -1,7 +1,7 @@
 """The course directory, one authority for where things are and how they are fenced: the kit's
 root, the folders ``nbgrader_config.py`` names (source, release, solution, submitted) and the
 fences nbgrader cuts (solutions, hidden tests), read from that same file through traitlets.
-nbgrader itself (3 s to import, and not a student's dependency) is imported only to build a
+nbgrader itself (0.6 s to import, and not a student's dependency) is imported only to build a
 release (:mod:`autograder.authoring.release`).
 """
 

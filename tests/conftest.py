@@ -113,9 +113,9 @@ def once_per_run(tmp_path_factory, name: str, build) -> Path:
 def empty_gradebook(tmp_path_factory) -> Path:
     """A gradebook as nbgrader makes a new one (its tables, stamped with its migrations' head), made once per run
     and copied where a test's nbgrader would make its own: nbgrader stamps each new gradebook by running `alembic
-    heads`, a process that imports all of nbgrader again (2 CPU-s; ten were 24 CPU-s of make test). A gradebook
-    nbgrader makes itself, as on a fresh clone, is still made by test_new_lab, test_gradebook's not-UTF-8 test
-    and make bench's course."""
+    heads`, a process that imports all of nbgrader again (0.65 CPU-s; 2 before the jsonschema pin, when ten were 24
+    CPU-s of make test). A gradebook nbgrader makes itself, as on a fresh clone, is still made by test_new_lab,
+    test_gradebook's not-UTF-8 test and make bench's course."""
     def build(folder):
         run_in_course(KIT, "nbgrader", "db", "student", "list", f"--CourseDirectory.db_url=sqlite:///{folder / 'gradebook.db'}")
 

@@ -35,7 +35,7 @@ def nbgrader_export(db_url: str, tmp_path: Path) -> dict[tuple[str, str], dict]:
 
 
 def test_automatic_and_manual_points_export_together(tmp_path, empty_gradebook):
-    from nbgrader.api import Gradebook  # 1.7 s to import: paid by this test, not by every worker's collection
+    from nbgrader.api import Gradebook  # 0.6 s to import: paid by this test, not by every worker's collection
 
     cohort = tmp_path / "cohort"
     for student in ("ada", "dara"):
