@@ -239,7 +239,7 @@ def check_command(parser, options) -> int:
     import pytest
 
     from autograder.harness.sandbox import Unconfined, refuse_unconfined
-    from autograder.judge.plugin import checks_command_line
+    from autograder.judge.plugin import checks_command_line, run_checks
     from autograder.judge.session import UNCONFINED_EXIT, refusal
 
     args = checks_command_line(checks, submission.resolve(), options.part, options.results_json,
@@ -259,7 +259,7 @@ def check_command(parser, options) -> int:
         except Unconfined as refused:
             print(f"error: nothing checked: {refused}", file=sys.stderr)
             return 2
-    code = int(pytest.main(args))
+    code = int(run_checks(args))
     if code == UNCONFINED_EXIT:  # a worker refused after all (the probe passed): say why, once
         print(f"error: nothing checked: {refusal[-1]}", file=sys.stderr)
     if code == pytest.ExitCode.TESTS_FAILED and "MAKELEVEL" in os.environ:  # make's recipe: its "Error 1" follows

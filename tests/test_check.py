@@ -15,9 +15,9 @@ from conftest import CHECKS, KIT, LAB, RELEASE, SOLUTIONS
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 
-def check(submission, *options):
+def check(submission, *options, env=None):
     return subprocess.run([sys.executable, "-m", "autograder", "check", "--submission", str(submission), *options],
-                          cwd=KIT, capture_output=True, text=True, timeout=600)
+                          cwd=KIT, capture_output=True, text=True, timeout=600, env=env)
 
 
 # A student's terminal: not inside another make (whose variables would make this one a sub-make).
@@ -54,10 +54,12 @@ def test_make_check_in_the_release_prints_points_first_failure_and_hint():
 
 
 def test_exit_status_is_zero_only_at_full_marks(tmp_path):
-    assert check(students_copy(tmp_path), "--part", "scores").returncode == 0
+    """Whatever pytest settings the student's shell has (the checks' command line is the whole of it)."""
+    shell = {**os.environ, "PYTEST_ADDOPTS": "--collect-only", "PYTEST_PLUGINS": "a_plugin_of_the_students_own"}
+    assert check(students_copy(tmp_path), "--part", "scores", env=shell).returncode == 0
     broken = students_copy(tmp_path / "broken", scores=(SOLUTIONS / "scores.py").read_text().replace(
         "return inputs @ inputs.transpose(-2, -1)", "return inputs @ inputs.T"))
-    run = check(broken, "--part", "scores")
+    run = check(broken, "--part", "scores", env=shell)
     assert run.returncode != 0 and "scores: failing check" in run.stdout
 
 

@@ -12,10 +12,11 @@ import signal
 import re
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autograder.batch import grade as batch
 from autograder.batch import outputs, pool, provenance, staging
@@ -412,15 +413,34 @@ def test_debug_keeps_each_lanes_log_bounded_and_a_dead_lane_says_where_to_look(t
     grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), debug=True, force=True,
           limits=dataclasses.replace(DEFAULTS, lane_log_bytes=1500))  # a job's output is about 900 bytes
     cut = (out / outputs.DEBUG_FOLDER / "lane-1.log").read_text()
-    assert len(cut.encode()) < 1500 and cut.endswith(f"[the log is cut here: over {amount(1500, 'bytes')}]\n")
+    assert len(cut.encode()) <= 1500 and cut.endswith(f"[the log is cut here: over {amount(1500, 'bytes')}]\n")
     lane = Lane(LAB, DEFAULTS)
     staged = staging_copy(cohort / "amy" / "attention", tmp_path / "staged")
-    killer = threading.Timer(1.0, lambda: lane.proc.kill())
     lane.start()
-    killer.start()
+    send = lane.proc.stdin.flush
+    def send_then_kill():  # the lane dies holding the job, however fast it would have graded it
+        send()
+        lane.proc.kill()
+    lane.proc.stdin.flush = send_then_kill
     answer = lane.grade(staged, tmp_path / "raw.json")
     lane.close()
     assert answer == Failed("the grading process stopped (make grade DEBUG=1 keeps each lane's log)")
+
+
+@given(lines=st.lists(st.text(st.characters(exclude_characters="\n"), max_size=300).map(lambda text: text + "\n")),
+       bound=st.integers(60, 2000), before=st.integers(0, 2000))
+def test_a_lanes_log_never_outgrows_its_bound_and_says_where_it_was_cut(tmp_path_factory, lines, bound, before):
+    """Whatever a lane writes, and however much its earlier starts wrote (``before``): the log's bytes stay
+    within ``lane_log_bytes``, and it is what the lane said, whole lines, up to the line that says it was cut."""
+    lane = Lane(LAB, dataclasses.replace(DEFAULTS, lane_log_bytes=bound), log=tmp_path_factory.mktemp("log") / "lane.log")
+    lane.log.write_text("x" * (before - 1) + "\n" if before else "")
+    lane.logged = before
+    lane.keep_log(iter(lines))
+    written = lane.log.read_bytes()[before:].decode()
+    cut = f"[the log is cut here: over {amount(bound, 'bytes')}]\n"
+    assert len(lane.log.read_bytes()) <= max(before, bound)
+    kept = written.removesuffix(cut)
+    assert "".join(lines).startswith(kept) and (kept == "".join(lines) or written.endswith(cut) or before > bound - len(cut))
 
 
 def staging_copy(folder, target):
@@ -465,7 +485,11 @@ def test_progress_says_how_long_the_rest_should_take():
     assert lines[1] == "attention: graded 2/3, about 3 s left: bo: graded" and lines[2] == "attention: graded 3/3: cy: graded"
 
 
-def test_scores_do_not_depend_on_jobs_or_order(tmp_path, demo):
+def test_scores_do_not_depend_on_jobs_order_or_the_graders_pytest_settings(tmp_path, demo, monkeypatch):
+    """One lane in another order, in a shell whose pytest settings stop at the first failing check and load
+    a plugin that is not there: the demo run's scores."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x")
+    monkeypatch.setenv("PYTEST_PLUGINS", "a_plugin_of_the_graders_own_projects")
     subset = tmp_path / "subset"
     for student in ("lea", "eli", "dara"):
         shutil.copytree(DEMO / student, subset / student, symlinks=True)

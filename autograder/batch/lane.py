@@ -56,12 +56,13 @@ class Lane:
     def keep_log(self, stderr) -> None:
         """Copy the process's standard error into the log until it closes, at most ``lane_log_bytes``."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        cut = f"[the log is cut here: over {amount(self.limits.lane_log_bytes, 'bytes')}]\n"
+        room = self.limits.lane_log_bytes - len(cut.encode())  # the cut's line counts too
         with open(self.log, "a", encoding="utf-8", errors="replace") as log:
-            for line in stderr:
-                if self.logged < self.limits.lane_log_bytes:
+            for line in stderr:  # read to the end, cut or not: a lane blocks on a full pipe
+                if self.logged <= room:
                     self.logged += len(line.encode())
-                    log.write(line if self.logged < self.limits.lane_log_bytes else
-                              f"[the log is cut here: over {amount(self.limits.lane_log_bytes, 'bytes')}]\n")
+                    log.write(line if self.logged <= room else cut)
                     log.flush()
 
     def grade(self, staged: Path, results: Path) -> Graded | Failed:
@@ -103,7 +104,7 @@ def grade_one(job: Job, checks: str, reference: str | None, limits: Limits, repl
               files_required: bool = True, debug: bool = False) -> Graded | Failed:
     import pytest  # the judge's side only: the batch that starts lanes never imports it
 
-    from autograder.judge.plugin import checks_command_line
+    from autograder.judge.plugin import checks_command_line, run_checks
     from autograder.judge.session import UNCONFINED_EXIT, refusal
 
     started, log = time.monotonic(), io.StringIO()
@@ -112,7 +113,7 @@ def grade_one(job: Job, checks: str, reference: str | None, limits: Limits, repl
              # Plugins a batch does not need and that cost a lane time on every submission.
              "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings"]
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        code = pytest.main(args)
+        code = run_checks(args)
     if debug:  # the lane's log (Lane.keep_log): which job, what pytest said, how long it took
         print(f"== {job.submission}: pytest exit code {int(code)} after {time.monotonic() - started:.2f} s\n"
               f"{log.getvalue()}", file=sys.stderr, flush=True)
