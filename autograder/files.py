@@ -15,12 +15,25 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+# Confined workers run under user ids of their own where the grader is root: what the kit copies for them
+# to read (a staged submission, the reference's and its mutants' copies) gets its mode from the kit, not
+# from the grader's umask (027 or 077 on a hardened server hid every staged file: "<module>.py is missing").
+WORKERS_READ = {"file": 0o644, "folder": 0o755}
+
+
+def readable_by_workers(path: Path) -> Path:
+    """``path``, a file or folder the kit made for its workers, made readable by them; returned."""
+    path.chmod(WORKERS_READ["folder" if path.is_dir() else "file"])
+    return path
+
+
 def copy_modules(source: Path, target: Path) -> Path:
-    """Copy the Python modules of ``source`` (a solution folder) into ``target``; return ``target``."""
+    """Copy the Python modules of ``source`` (a solution folder) into ``target``, readable by the workers
+    (:func:`readable_by_workers`); return ``target``."""
     target.mkdir(parents=True, exist_ok=True)
     for module in source.glob("*.py"):
-        shutil.copy(module, target / module.name)
-    return target
+        readable_by_workers(Path(shutil.copyfile(module, target / module.name)))
+    return readable_by_workers(target)
 
 
 def what_went_wrong(exc: Exception) -> str:

@@ -23,7 +23,7 @@ from autograder.batch import outputs, pool, provenance, staging
 from autograder.batch.grade import grade
 from autograder.batch.jobs import Failed, Graded
 from autograder.batch.lane import Lane
-from autograder.files import digest_files
+from autograder.files import copy_modules, digest_files
 from autograder.batch.verify import verify
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, amount
@@ -271,6 +271,34 @@ def lab_with_checks(tmp_path, monkeypatch, edit):
     return real
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="workers under user ids of their own need root")
+def test_a_grader_whose_umask_hides_its_files_grades_as_any_other(tmp_path):
+    """As root on a hardened server (umask 077, files the grader makes are its own alone): the workers,
+    under user ids of their own, still read the staged copies and their own view; the reports stay private."""
+    cohort = reference_cohort(tmp_path / "cohort", students=("amy",))
+    for path in [cohort, *cohort.rglob("*")]:
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    hardened = lambda: os.umask(0o077)  # noqa: E731 - the grader's shell
+    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--lab", LAB.name, "--submissions", str(cohort),
+                          "--out", str(tmp_path / "out")], cwd=KIT, capture_output=True, text=True, timeout=600,
+                         preexec_fn=hardened)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert float(grades_table(tmp_path / "out" / LAB.name)["amy"]["total"]) == 100
+    assert (tmp_path / "out" / LAB.name / "grades.csv").stat().st_mode & 0o077 == 0
+    checked = subprocess.run([sys.executable, "-m", "autograder", "check", "--submission", str(SOLUTIONS), "--part",
+                              "scores"], cwd=KIT, capture_output=True, text=True, timeout=600, preexec_fn=hardened)
+    assert checked.returncode == 0, checked.stdout[-3000:]
+
+
+def test_copies_made_for_workers_are_theirs_to_read_whatever_the_source_allows(tmp_path):
+    source = tmp_path / "reference"
+    source.mkdir(mode=0o700)
+    (source / "scores.py").write_text("x = 1\n")
+    (source / "scores.py").chmod(0o600)
+    copied = copy_modules(source, tmp_path / "mutant")
+    assert (copied.stat().st_mode & 0o777, (copied / "scores.py").stat().st_mode & 0o777) == (0o755, 0o644)
+
+
 def test_the_reference_solution_proves_the_environment_before_a_cohort_is_graded(tmp_path, monkeypatch):
     """A check whose expected values this environment gets otherwise (simulated: one doubled) fails the
     reference first: nothing is graded, and the message names the check and the packages found."""
@@ -427,7 +455,7 @@ def test_debug_keeps_each_lanes_log_bounded_and_a_dead_lane_says_where_to_look(t
     assert answer == Failed("the grading process stopped (make grade DEBUG=1 keeps each lane's log)")
 
 
-@given(lines=st.lists(st.text(st.characters(exclude_characters="\n"), max_size=300).map(lambda text: text + "\n")),
+@given(lines=st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\n"), max_size=300).map(lambda text: text + "\n")),
        bound=st.integers(60, 2000), before=st.integers(0, 2000))
 def test_a_lanes_log_never_outgrows_its_bound_and_says_where_it_was_cut(tmp_path_factory, lines, bound, before):
     """Whatever a lane writes, and however much its earlier starts wrote (``before``): the log's bytes stay

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from autograder.batch.outputs import FINGERPRINT, student_folder
 from autograder.batch.provenance import changes, read_stamp, submission_digest
-from autograder.files import what_went_wrong
+from autograder.files import readable_by_workers, what_went_wrong
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, Limits, amount
 from autograder.reports.records import EXTRA_FILE, bounded_notes
@@ -87,6 +87,8 @@ def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAU
     (the lab's modules first), then how many more. Raises only when the folder itself cannot be
     listed; an entry that cannot be staged is left out with a note."""
     target.mkdir(parents=True)
+    readable_by_workers(target.parent)  # without a view of its own, a worker reaches its copy through it
+    readable_by_workers(target)
     source = submission.folder
     if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
         submission.problems.append((f"{lab.name}/ is a link, not a folder of the submission", "not graded"))
@@ -135,6 +137,7 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path, limits: Lim
     if data is None:
         return "changed while it was read, left out"
     (target / path.name).write_bytes(data)
+    readable_by_workers(target / path.name)
     return unreadable(path.name, data)
 
 

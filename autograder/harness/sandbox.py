@@ -198,6 +198,9 @@ def run_worker(confinement: Confinement, worker_socket, output: int, serve, repo
     try:
         die_with(zygote)
         os.setsid()  # a group of its own: kill(0) (which crosses PID namespaces) reaches no process of the judge's
+        # The view's folders get the modes enter_view gives them: under a grader's umask of 027 or 077 they were
+        # 0700, and a worker under its own user id could not reach its own copy ("<module>.py is missing").
+        os.umask(0o022)
         os.dup2(output, 1)
         os.dup2(output, 2)
         close_all_but(worker_socket.fileno(), zygote)  # then only the socket: one descriptor to the judge

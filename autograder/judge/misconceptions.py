@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from autograder.files import copy_modules
+from autograder.files import copy_modules, readable_by_workers
 from autograder.harness.codec import HandleRef, decode_frame
 from autograder.harness.messages import Request
 from autograder.harness.recording import Call
@@ -137,10 +137,8 @@ class Diagnoser:
         """A worker on the reference modules, with ``mistake``'s edits when given."""
         if name not in self.runners:
             if self.folder is None:
-                self.folder = Path(tempfile.mkdtemp(prefix="autograder-mutants-"))
-                self.folder.chmod(0o755)  # confined workers run under their own user id
+                self.folder = readable_by_workers(Path(tempfile.mkdtemp(prefix="autograder-mutants-")))
             folder = copy_modules(self.reference, self.folder / name)
-            folder.chmod(0o755)
             if mistake is not None:
                 module = folder / f"{mistake.part}.py"
                 module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")
