@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 
@@ -18,13 +19,23 @@ def write_atomically(path: Path, text: str) -> None:
 # Confined workers run under user ids of their own where the grader is root: what the kit copies for them
 # to read (a staged submission, the reference's and its mutants' copies) gets its mode from the kit, not
 # from the grader's umask (027 or 077 on a hardened server hid every staged file: "<module>.py is missing").
-WORKERS_READ = {"file": 0o644, "folder": 0o755}
+# The folders above those copies are passed through, never listed, and named at random: no other local user
+# finds a student's copy or the reference there (their names were 0, 1, ..., "reference").
+WORKERS_READ = {"file": 0o644, "folder": 0o755, "passed through": 0o711}
 
 
 def readable_by_workers(path: Path) -> Path:
     """``path``, a file or folder the kit made for its workers, made readable by them; returned."""
     path.chmod(WORKERS_READ["folder" if path.is_dir() else "file"])
     return path
+
+
+def folder_for_workers(parent: Path | None = None, prefix: str | None = None) -> Path:
+    """A new folder of a random name in ``parent`` (the system's temporary folder by default) that workers pass
+    through to their copies and nobody else lists."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    folder.chmod(WORKERS_READ["passed through"])
+    return folder
 
 
 def copy_modules(source: Path, target: Path) -> Path:

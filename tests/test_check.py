@@ -63,6 +63,26 @@ def test_exit_status_is_zero_only_at_full_marks(tmp_path):
     assert run.returncode != 0 and "scores: failing check" in run.stdout
 
 
+PASS_EVERYTHING = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+
+
+def test_no_conftest_above_the_checks_joins_them(tmp_path):
+    """A conftest.py in the student's folder or any folder above (a repository's root in CI, a grader's projects
+    folder) is not loaded: one that passed every check gave the stubs full marks."""
+    stubs = shutil.copytree(RELEASE, tmp_path / "repository" / "attention", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in (stubs, stubs.parent, tmp_path):
+        (folder / "conftest.py").write_text(PASS_EVERYTHING)
+    run = check(stubs, "--part", "scores")
+    assert run.returncode != 0 and "scores            0 / " in run.stdout, run.stdout[-2000:]
+
+
 def test_an_endless_loop_times_out_instead_of_hanging(tmp_path):
     endless = (SOLUTIONS / "scores.py").read_text().replace(
         "    return inputs @ inputs.transpose(-2, -1)", "    while True:\n        pass")

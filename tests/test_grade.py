@@ -23,7 +23,7 @@ from autograder.batch import outputs, pool, provenance, staging
 from autograder.batch.grade import grade
 from autograder.batch.jobs import Failed, Graded
 from autograder.batch.lane import Lane
-from autograder.files import copy_modules, digest_files
+from autograder.files import copy_modules, digest_files, folder_for_workers
 from autograder.batch.verify import verify
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, amount
@@ -186,8 +186,8 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     assert json.loads((outputs.student_folder(out, "amy") / outputs.FINGERPRINT).read_text()) == \
         {**now, "submission": json.loads((outputs.student_folder(out, "amy") / "summary.json").read_text())[
             "provenance"]["submission"]}
-    for number, field in enumerate(("kit", "lab", "settings", "python", "torch", "packages", "machine")):
-        staged, _, why = staging.stage_cohort(LAB, staging.discover(LAB, cohort), tmp_path / f"staging{number}", out,
+    for field in ("kit", "lab", "settings", "python", "torch", "packages", "machine"):
+        staged, _, why = staging.stage_cohort(LAB, staging.discover(LAB, cohort), folder_for_workers(tmp_path), out,
                                             False, {**now, field: "another"})
         assert ([s.student for s, *_ in staged], why) == (["amy", "bo"], {"amy": [field], "bo": [field]})
         assert provenance.why_again("attention", why) == \
@@ -198,7 +198,7 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     assert (now["torch"], now["python"], now["machine"]) == (importlib.metadata.version("torch"),
                                                              platform.python_version(), platform.machine())
     replayed_or_not = {**now, "replay": False}  # recorded, not a reason to grade again
-    staged, *_ = staging.stage_cohort(LAB, staging.discover(LAB, cohort), tmp_path / "staging-replay", out, False,
+    staged, *_ = staging.stage_cohort(LAB, staging.discover(LAB, cohort), folder_for_workers(tmp_path), out, False,
                                     replayed_or_not)
     assert staged == [] and provenance.run_provenance(LAB, DEFAULTS, True, replay=False)["replay"] is False
     kit = shutil.copytree(KIT / "autograder", tmp_path / "kit", ignore=shutil.ignore_patterns("__pycache__"))
@@ -213,7 +213,7 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     stamp = outputs.student_folder(out, "amy") / outputs.FINGERPRINT
     kept = stamp.read_text()
     stamp.write_text("{damaged")
-    _, _, why = staging.stage_cohort(LAB, staging.discover(LAB, cohort), tmp_path / "staging-damaged", out, False, now)
+    _, _, why = staging.stage_cohort(LAB, staging.discover(LAB, cohort), folder_for_workers(tmp_path), out, False, now)
     assert provenance.why_again("attention", why) == ("attention: the record of what produced them (a .fingerprint "
                                                       "missing or unreadable) changed since these grades: grading 1 again")
     stamp.write_text(kept)
@@ -227,7 +227,7 @@ def test_a_re_run_grades_again_exactly_what_changed_and_says_why(tmp_path):
     older = grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), limits=dataclasses.replace(DEFAULTS, call_timeout=9.0))
     assert (older.graded, older.again) == (1, "attention: the reports' format changed since these grades: grading 1 again")
     # --force: everyone is staged to be graded again, whatever the reports say (what is staged is graded: above).
-    forced, *_ = staging.stage_cohort(LAB, staging.discover(LAB, cohort), tmp_path / "staging", out, True, now)
+    forced, *_ = staging.stage_cohort(LAB, staging.discover(LAB, cohort), folder_for_workers(tmp_path), out, True, now)
     assert [submission.student for submission, *_ in forced] == ["amy", "bo"]
 
 
@@ -321,6 +321,28 @@ def test_the_reference_solution_proves_the_environment_before_a_cohort_is_graded
     assert (out / outputs.REFERENCE_PROOF).stat().st_mtime_ns == proof
 
 
+def test_a_check_that_does_not_run_here_refuses_the_run_as_one_that_fails(tmp_path, monkeypatch):
+    """Full marks of the checks that ran are not the lab's when one did not run (simulated: not collected)."""
+    lab_with_checks(tmp_path, monkeypatch, lambda text: text.replace(
+        "def test_query_scores_match_document(", "def not_collected_query_scores_match_document("))
+    with pytest.raises(batch.EnvironmentUnproven, match=re.escape(
+            "attention: the reference solution's run held checks worth 98.5 of the lab's 100 points: some checks did not "
+            "run here")):
+        grade(LAB, reference_cohort(tmp_path / "cohort", ("amy",)), tmp_path / "out", jobs=1, stream=io.StringIO())
+
+
+def test_staged_copies_are_found_by_their_workers_alone(tmp_path):
+    """The staging root is passed through, not listed, and each copy (the reference's too) lies in a folder of a
+    random name: another local user finds none of them (they were staging/0, staging/1, ..., staging/reference)."""
+    cohort = reference_cohort(tmp_path / "cohort", ("amy", "bo"))
+    root = folder_for_workers(tmp_path, prefix="staging-")
+    _, staged, _ = staging.stage_cohort(LAB, staging.discover(LAB, cohort), root, tmp_path / "out", False, {})
+    assert root.stat().st_mode & 0o777 == 0o711
+    for folder in staged.values():
+        assert folder.parent.parent == root and folder.parent.name not in ("0", "1") and len(folder.parent.name) >= 8
+        assert (folder.parent.stat().st_mode & 0o777, folder.stat().st_mode & 0o777) == (0o711, 0o755)
+
+
 def test_a_reference_whose_workers_did_not_start_is_refused_saying_why(tmp_path, monkeypatch):
     """A worker that could not start (a local user took torch's cache folder, say) fails every check on the
     grader's side: the refusal says why once, in the kit's words carried as data (never a check's own text),
@@ -340,7 +362,7 @@ def test_a_reference_whose_workers_did_not_start_is_refused_saying_why(tmp_path,
 
     monkeypatch.setattr(batch, "unpinned", lambda: [])
     with pytest.raises(batch.EnvironmentUnproven) as refused:
-        batch.prove_environment(LAB, tmp_path / "out", {"kit": "k"}, NoWorkerStarts(), tmp_path / "staging")
+        batch.prove_environment(LAB, tmp_path / "out", {"kit": "k"}, NoWorkerStarts(), folder_for_workers(tmp_path))
     said, first = str(refused.value), LAB.parts[0].id
     assert f"failing test_{first} ({first}: a worker of the grader's did not start), " in said, said
     assert said.count(why) == 1 and "(a student's words)" not in said, said

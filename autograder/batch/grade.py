@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import Future
@@ -30,7 +30,7 @@ from autograder.batch.pool import Progress, grade_in_lanes, regraded, unstable_c
 from autograder.batch.provenance import read_stamp, run_provenance, why_again
 from autograder.batch.staging import Shard, Submission, discover, labs_submitted, stage, stage_cohort
 from autograder.course import unpinned
-from autograder.files import write_atomically
+from autograder.files import folder_for_workers, write_atomically
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, JOBS, Limits
 from autograder.reports.staged_code import module_sources
@@ -84,7 +84,7 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
     if read_stamp(proof) == provenance:
         return
     reference = Submission("the reference solution", lab.reference)
-    staged = staging / "reference" / lab.name
+    staged = folder_for_workers(staging) / lab.name
     stage(lab, reference, staged, lane.limits)
     answer = lane.grade(staged, staged.parent / "raw.json")
     run = read_run(staged.parent / "raw.json") if isinstance(answer, Graded) else None
@@ -105,6 +105,12 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
             + (f"Found {', '.join(versions[:6])}: install the pinned requirements (make setup)." if versions else
                "Every package is the pinned version: " + ("this machine or the limits are at fault." if causes else
                                                           "the checks or the limits (--call-timeout, --budget) are at fault.")))
+    # Full marks of the checks that ran are not full marks of the lab when some did not run here.
+    ran = sum(c.points for c in run.checks)
+    if not math.isclose(ran, lab.max_points):
+        raise EnvironmentUnproven(
+            f"{lab.name}: the reference solution's run held checks worth {ran:g} of the lab's {lab.max_points:g} points: "
+            "some checks did not run here, and every student graded here would be graded without them.")
     write_atomically(proof, json.dumps(provenance, indent=1))
 
 
@@ -160,9 +166,8 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         refuse_unconfined(limits)
     out.mkdir(parents=True, exist_ok=True)
     cohort = [s for s in discover(lab, submissions, strip_prefix) if shard is None or shard.holds(s.student)]
-    staging = Path(tempfile.mkdtemp(prefix="autograder-staging-"))
+    staging = folder_for_workers(prefix="autograder-staging-")
     try:
-        staging.chmod(0o711)  # confined workers without a view of their own run under their own user id
         provenance = run_provenance(lab, limits, files_required, replay)
         todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance, limits)
         if debug:

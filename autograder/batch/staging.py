@@ -23,7 +23,7 @@ from pathlib import Path
 
 from autograder.batch.outputs import FINGERPRINT, student_folder
 from autograder.batch.provenance import changes, read_stamp, submission_digest
-from autograder.files import readable_by_workers, what_went_wrong
+from autograder.files import folder_for_workers, readable_by_workers, what_went_wrong
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, Limits, amount
 from autograder.reports.records import EXTRA_FILE, bounded_notes
@@ -86,8 +86,7 @@ def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAU
     ``submission.notes``, one printable line per file, at most ``Limits.submission_notes`` of ``Limits.note_characters``
     (the lab's modules first), then how many more. Raises only when the folder itself cannot be
     listed; an entry that cannot be staged is left out with a note."""
-    target.mkdir(parents=True)
-    readable_by_workers(target.parent)  # without a view of its own, a worker reaches its copy through it
+    target.mkdir()
     readable_by_workers(target)
     source = submission.folder
     if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
@@ -173,8 +172,8 @@ def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, f
     the provenance its grade will have (not those whose record in ``out`` has it, unless ``force``), every
     staged folder, and for each student graded before, what changed since (:func:`provenance.changes`)."""
     todo, staged_folders, changed = [], {}, {}
-    for number, submission in enumerate(cohort):
-        staged = staged_folders[submission.student] = staging / str(number) / lab.name
+    for submission in cohort:
+        staged = staged_folders[submission.student] = folder_for_workers(staging) / lab.name
         try:
             stage(lab, submission, staged, limits)
         except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone

@@ -25,7 +25,6 @@ import dataclasses
 import hashlib
 import math
 import shutil
-import tempfile
 import tomllib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from autograder.files import copy_modules, readable_by_workers
+from autograder.files import copy_modules, folder_for_workers
 from autograder.harness.codec import HandleRef, decode_frame
 from autograder.harness.messages import Request
 from autograder.harness.recording import Call
@@ -137,8 +136,8 @@ class Diagnoser:
         """A worker on the reference modules, with ``mistake``'s edits when given."""
         if name not in self.runners:
             if self.folder is None:
-                self.folder = readable_by_workers(Path(tempfile.mkdtemp(prefix="autograder-mutants-")))
-            folder = copy_modules(self.reference, self.folder / name)
+                self.folder = folder_for_workers(prefix="autograder-mutants-")
+            folder = copy_modules(self.reference, folder_for_workers(self.folder))
             if mistake is not None:
                 module = folder / f"{mistake.part}.py"
                 module.write_text(mistake.apply(module.read_text(encoding="utf-8")), encoding="utf-8")

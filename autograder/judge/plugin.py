@@ -98,7 +98,9 @@ def checks_command_line(checks, submission, part: str | None, results_json: str 
     # --tb=native: pytest's own styles parse the source of every frame of a failure's traceback
     # (about 30 ms a failure; most of a lane's time on a cohort with stubs), and a check's failure
     # message replaces that text anyway (pytest_runtest_makereport); native only reads lines.
-    args = [str(checks), *PLUGINS, "-p", "no:cacheprovider", "--rootdir", str(checks),
+    # No ini file (-c) and no conftest.py: one in any folder above the checks (a student's repository in CI, a
+    # grader's projects folder) joined the judge, and a hook there gave stubs full marks.
+    args = [str(checks), *PLUGINS, "-p", "no:cacheprovider", "--rootdir", str(checks), "--noconftest",
             "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
             "--tb=native", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if part:
