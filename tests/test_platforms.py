@@ -337,6 +337,9 @@ def test_the_classroom50_autograder_lays_the_teachers_checks_over_the_checkout_a
     points = repo / "attention" / "tests" / "points.toml"
     points.write_text(points.read_text().replace("= ", "= 0 * ").replace("= 0 * ", "= ", 1))
     (repo / "attention" / "tests" / "conftest.py").write_text("def pytest_collection_modifyitems(items):\n    items.clear()\n")
+    # Beside the harness, where the judge runs: modules named as the libraries it imports before any check.
+    for library in ("contextlib", "pluggy"):
+        (repo / f"{library}.py").write_text(f"raise SystemExit('the student\\'s {library}.py ran in the judge')\n")
     env = {**STUDENT_ENV, **CLASSROOM50_ENV, "CLASSROOM50_BUNDLE_DIR": str(teacher), "CLASSROOM50_CACHE": str(tmp_path / "cache")}
     seconds = []
     for _ in range(2):
@@ -346,8 +349,10 @@ def test_the_classroom50_autograder_lays_the_teachers_checks_over_the_checkout_a
                              timeout=1800, env=env)
         seconds.append(time.monotonic() - started)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-        assert json.loads((repo / "result.json").read_text())["max-score"] == 169
+        result = json.loads((repo / "result.json").read_text())
+        assert result["max-score"] == 169 and 0 < result["score"] < 169  # one part right, one wrong, as the code is
     assert not (repo / "attention" / "tests" / "conftest.py").exists() and not (repo / ".venv").exists()
+    assert not (repo / "contextlib.py").exists() and (repo / ".git").exists() == (student_repo / ".git").exists()
     [venv] = (tmp_path / "cache" / "pytorch-labs-classroom50").iterdir()
     assert venv.name.startswith("attention-") and "classroom50: reusing" in run.stdout
     assert "uv pip install" not in run.stdout, run.stdout[-2000:]  # the second run installs nothing

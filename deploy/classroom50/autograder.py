@@ -3,7 +3,7 @@ that folder's contents to ``CLASSROOM/autograders/ASSIGNMENT/``).
 
 The runner calls it in the student's checkout, the folder beside it (``$CLASSROOM50_BUNDLE_DIR``). It lays
 the folder's harness, public checks, Makefile and pins over the checkout (a student's edit of them
-counts for nothing), then ``make classroom50`` runs the public checks once and writes ``./result.json``
+counts for nothing) and clears the rest of its root (:func:`clear_root`), then ``make classroom50`` runs the public checks once and writes ``./result.json``
 and ``./release-body.md``. Exit 0: graded (the score is in result.json); anything else: the grading
 itself failed (Classroom 50 then records an error, not a score).
 
@@ -58,6 +58,16 @@ def lay(source: Path, target: Path) -> None:
             shutil.copy2(entry, there)  # the bundle's times: make sees pins no newer than a venv installed from them
 
 
+def clear_root(checkout: Path) -> None:
+    """Leave at the checkout's root the bundle's entries and the lab's folder alone (and dot-folders: .git, which
+    no import reaches). The judge runs there, and Python puts that folder first on its path: a student's
+    contextlib.py or pluggy.py beside the harness ran inside the judge as the library of that name, before any check."""
+    keep = {entry.name for entry in here.iterdir()} - {"autograder.py", "__pycache__"} | {lab}
+    for entry in checkout.iterdir():
+        if entry.name not in keep and not entry.name.startswith("."):
+            remove(entry)
+
+
 def allow_user_namespaces(switch: Path = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")) -> None:
     """The checks confine the code they run in user namespaces, which Ubuntu 24.04 (GitHub's hosted runners)
     lets AppArmor refuse to unprivileged processes; the runner's passwordless sudo turns that off, as the
@@ -67,6 +77,7 @@ def allow_user_namespaces(switch: Path = Path("/proc/sys/kernel/apparmor_restric
 
 
 lay(here, Path.cwd())
+clear_root(Path.cwd())
 allow_user_namespaces()
 pins = (here / "requirements-ci.txt").read_bytes()
 cache = Path(os.environ.get("CLASSROOM50_CACHE") or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
