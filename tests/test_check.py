@@ -73,14 +73,17 @@ def pytest_runtest_makereport(item, call):
 """
 
 
-def test_no_conftest_above_the_checks_joins_them(tmp_path):
+def test_no_conftest_or_package_above_the_checks_joins_them(tmp_path):
     """A conftest.py in the student's folder or any folder above (a repository's root in CI, a grader's projects
     folder) is not loaded: one that passed every check gave the stubs full marks."""
     stubs = shutil.copytree(RELEASE, tmp_path / "repository" / "attention", ignore=shutil.ignore_patterns("__pycache__"))
     for folder in (stubs, stubs.parent, tmp_path):
         (folder / "conftest.py").write_text(PASS_EVERYTHING)
+    # Nor the lab folder's __init__.py: the checks' folder lies in it, and pytest imported it as their package.
+    (stubs / "__init__.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n{PASS_EVERYTHING}")
     run = check(stubs, "--part", "scores")
     assert run.returncode != 0 and "scores            0 / " in run.stdout, run.stdout[-2000:]
+    assert not (tmp_path / "ran").exists()
 
 
 def test_an_endless_loop_times_out_instead_of_hanging(tmp_path):

@@ -340,6 +340,11 @@ def test_the_classroom50_autograder_lays_the_teachers_checks_over_the_checkout_a
     # Beside the harness, where the judge runs: modules named as the libraries it imports before any check.
     for library in ("contextlib", "pluggy"):
         (repo / f"{library}.py").write_text(f"raise SystemExit('the student\\'s {library}.py ran in the judge')\n")
+    installed = repo / ".plugin-1.0.dist-info"  # an installed package to importlib.metadata, hypothesis's plugin
+    installed.mkdir()
+    (installed / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin\nVersion: 1.0\n")
+    (installed / "entry_points.txt").write_text("[hypothesis]\nplugin = attention.plugin:run\n")
+    (repo / "attention" / "plugin.py").write_text("def run():\n    raise SystemExit('the student\\'s plugin ran in the judge')\n")
     env = {**STUDENT_ENV, **CLASSROOM50_ENV, "CLASSROOM50_BUNDLE_DIR": str(teacher), "CLASSROOM50_CACHE": str(tmp_path / "cache")}
     seconds = []
     for _ in range(2):
@@ -352,7 +357,8 @@ def test_the_classroom50_autograder_lays_the_teachers_checks_over_the_checkout_a
         result = json.loads((repo / "result.json").read_text())
         assert result["max-score"] == 169 and 0 < result["score"] < 169  # one part right, one wrong, as the code is
     assert not (repo / "attention" / "tests" / "conftest.py").exists() and not (repo / ".venv").exists()
-    assert not (repo / "contextlib.py").exists() and (repo / ".git").exists() == (student_repo / ".git").exists()
+    assert not (repo / "contextlib.py").exists() and not installed.exists()
+    assert (repo / ".git").exists() == (student_repo / ".git").exists()
     [venv] = (tmp_path / "cache" / "pytorch-labs-classroom50").iterdir()
     assert venv.name.startswith("attention-") and "classroom50: reusing" in run.stdout
     assert "uv pip install" not in run.stdout, run.stdout[-2000:]  # the second run installs nothing

@@ -177,6 +177,16 @@ def about(docstring: str | None) -> str:
     return text
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path, parent):
+    """A folder above the checks is a plain folder to the judge, never a package whose ``__init__.py`` it
+    imports: the student's lab folder, which holds the checks in their repository, made the judge run theirs."""
+    checks = parent.config.rootpath  # --rootdir: the checks' folder
+    if path != checks and checks.is_relative_to(path):
+        return pytest.Dir.from_parent(parent, path=path)
+    return None
+
+
 def pytest_collection_modifyitems(session, config, items):
     if not items:
         return

@@ -59,12 +59,13 @@ def lay(source: Path, target: Path) -> None:
 
 
 def clear_root(checkout: Path) -> None:
-    """Leave at the checkout's root the bundle's entries and the lab's folder alone (and dot-folders: .git, which
-    no import reaches). The judge runs there, and Python puts that folder first on its path: a student's
-    contextlib.py or pluggy.py beside the harness ran inside the judge as the library of that name, before any check."""
-    keep = {entry.name for entry in here.iterdir()} - {"autograder.py", "__pycache__"} | {lab}
+    """Leave at the checkout's root the bundle's entries, the lab's folder and .git alone. The judge runs there,
+    and Python puts that folder first on its path: a student's contextlib.py or pluggy.py beside the harness ran
+    inside the judge as the library of that name, before any check, and a .<name>.dist-info folder there was read
+    as an installed package whose entry points hypothesis and torch load."""
+    keep = {entry.name for entry in here.iterdir()} - {"autograder.py", "__pycache__"} | {lab, ".git"}
     for entry in checkout.iterdir():
-        if entry.name not in keep and not entry.name.startswith("."):
+        if entry.name not in keep:
             remove(entry)
 
 
