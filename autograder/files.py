@@ -19,9 +19,10 @@ def write_atomically(path: Path, text: str) -> None:
 # Confined workers run under user ids of their own where the grader is root: what the kit copies for them
 # to read (a staged submission, the reference's and its mutants' copies) gets its mode from the kit, not
 # from the grader's umask (027 or 077 on a hardened server hid every staged file: "<module>.py is missing").
-# The folders above those copies are passed through, never listed, and named at random: no other local user
-# finds a student's copy or the reference there (their names were 0, 1, ..., "reference").
-WORKERS_READ = {"file": 0o644, "folder": 0o755, "passed through": 0o711}
+# The folders above those copies are named at random and never listed: passed through (0711) only where a worker
+# reaches its copy by its path, and closed (0700) where each sees it through a view of its own, since the random
+# names show in /proc/<worker>/mountinfo, which any local user reads.
+WORKERS_READ = {"file": 0o644, "folder": 0o755, "passed through": 0o711, "closed": 0o700}
 
 
 def readable_by_workers(path: Path) -> Path:
@@ -30,11 +31,11 @@ def readable_by_workers(path: Path) -> Path:
     return path
 
 
-def folder_for_workers(parent: Path | None = None, prefix: str | None = None) -> Path:
-    """A new folder of a random name in ``parent`` (the system's temporary folder by default) that workers pass
-    through to their copies and nobody else lists."""
+def folder_for_workers(parent: Path | None = None, prefix: str | None = None, passed_through: bool = True) -> Path:
+    """A new folder of a random name in ``parent`` (the system's temporary folder by default) above the workers'
+    copies, which nobody else lists; ``passed_through``: workers reach their copies by its path."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    folder.chmod(WORKERS_READ["passed through"])
+    folder.chmod(WORKERS_READ["passed through" if passed_through else "closed"])
     return folder
 
 

@@ -28,7 +28,9 @@ from autograder.batch.verify import verify
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, amount
 from autograder.harness.transport import WorkerDidNotStart
+from autograder.harness.sandbox import views_of_their_own
 from autograder.judge import plugin
+from autograder.judge.misconceptions import Diagnoser, load_catalogue
 from autograder.results import CheckResult, CohortRun, RunResults, write_run
 from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table
 
@@ -341,6 +343,27 @@ def test_staged_copies_are_found_by_their_workers_alone(tmp_path):
     for folder in staged.values():
         assert folder.parent.parent == root and folder.parent.name not in ("0", "1") and len(folder.parent.name) >= 8
         assert (folder.parent.stat().st_mode & 0o777, folder.stat().st_mode & 0o777) == (0o711, 0o755)
+
+
+@pytest.mark.skipif(not views_of_their_own(DEFAULTS), reason="workers here reach their copies by their paths")
+def test_where_workers_have_views_of_their_own_nobody_passes_through_to_their_copies(tmp_path, monkeypatch):
+    """The random names show in /proc/<worker>/mountinfo, which any local user reads: where each worker sees its
+    copy through a view of its own, the staging root and the mutants' root are closed (0700), and grading works."""
+    modes, made = [], batch.folder_for_workers
+
+    def recorded(*where, **how):
+        folder = made(*where, **how)
+        modes.append(folder.stat().st_mode & 0o777)
+        return folder
+    monkeypatch.setattr(batch, "folder_for_workers", recorded)
+    graded = grade(LAB, reference_cohort(tmp_path / "cohort", ("amy",)), tmp_path / "out", jobs=1, stream=io.StringIO())
+    assert graded.records[0].total == 100 and modes[0] == 0o700  # the staging root, made first
+    diagnoser = Diagnoser(load_catalogue(LAB.checks), SOLUTIONS, confined=True)
+    try:
+        diagnoser.runner("reference")
+        assert diagnoser.folder.stat().st_mode & 0o777 == 0o700
+    finally:
+        diagnoser.close()
 
 
 def test_a_reference_whose_workers_did_not_start_is_refused_saying_why(tmp_path, monkeypatch):

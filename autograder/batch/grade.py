@@ -160,13 +160,13 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     (:func:`prove_environment`). ``debug`` keeps each lane's log in ``out/.debug/lane-<n>.log``
     (:class:`autograder.batch.lane.Lane`)."""
     started, limits = time.monotonic(), limits.for_lab(lab.limits)  # the lab's own, unless an option set them
-    if files_required:
-        from autograder.harness.sandbox import refuse_unconfined  # 40 ms of imports, only where a cohort is graded
+    from autograder.harness.sandbox import refuse_unconfined, views_of_their_own  # 40 ms of imports: a cohort's
 
+    if files_required:
         refuse_unconfined(limits)
     out.mkdir(parents=True, exist_ok=True)
     cohort = [s for s in discover(lab, submissions, strip_prefix) if shard is None or shard.holds(s.student)]
-    staging = folder_for_workers(prefix="autograder-staging-")
+    staging = folder_for_workers(prefix="autograder-staging-", passed_through=not views_of_their_own(limits))
     try:
         provenance = run_provenance(lab, limits, files_required, replay)
         todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance, limits)

@@ -383,11 +383,17 @@ def refuse_unconfined(limits: Limits) -> None:
     """Raise :class:`Unconfined` unless a worker confined here proves its files confined (:func:`probe`,
     10 ms, once a process: a cohort's labs are graded on one machine; every worker proves it again itself,
     and refuses to serve where it cannot)."""
-    refused = _refusal(limits)
+    refused = _probed(limits).refused
     if refused:
         raise Unconfined(refused)
 
 
+def views_of_their_own(limits: Limits) -> bool:
+    """Does each worker see its copy through a file system view of its own here (the probe's report)? Then the
+    folders above the copies need no way through for anyone (the view's mount is made before it drops root)."""
+    return FILE_VIEW in _probed(limits).enforced
+
+
 @functools.cache
-def _refusal(limits: Limits) -> str | None:
-    return probe(limits).refused
+def _probed(limits: Limits) -> Report:
+    return probe(limits)

@@ -37,6 +37,7 @@ from autograder.harness.codec import HandleRef, decode_frame
 from autograder.harness.messages import Request
 from autograder.harness.recording import Call
 from autograder.harness.remote import RemoteCode, StudentError
+from autograder.harness.sandbox import views_of_their_own
 from autograder.limits import DEFAULTS, Limits
 from autograder.results import FailureKind
 
@@ -136,7 +137,8 @@ class Diagnoser:
         """A worker on the reference modules, with ``mistake``'s edits when given."""
         if name not in self.runners:
             if self.folder is None:
-                self.folder = folder_for_workers(prefix="autograder-mutants-")
+                self.folder = folder_for_workers(prefix="autograder-mutants-",
+                                                 passed_through=not views_of_their_own(self.limits))
             folder = copy_modules(self.reference, folder_for_workers(self.folder))
             if mistake is not None:
                 module = folder / f"{mistake.part}.py"
