@@ -37,6 +37,14 @@ def release_checks(submission: Path, lab_name: str | None) -> Path | None:
         return None
 
 
+def kit_checks(checks: Path) -> bool:
+    """May the judge run ``checks`` (unconfined, as checks run)? In a student's copy of a lab (no source/) its own;
+    in an instructor's kit only the kit's folders: an upload's tests/ are the student's code."""
+    if not (KIT_ROOT / "source").is_dir():
+        return True
+    return any(checks.is_relative_to((KIT_ROOT / folder).resolve()) for folder in ("assignments", "solutions", "source"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = command_line()
     options = parser.parse_args(argv)
@@ -275,9 +283,15 @@ def checked_folders(parser, options) -> tuple[Path, Path, Lab]:
         submission = options.submission or find_lab(options.lab).release
     except LabError as exc:  # several labs and none named: say which exist
         parser.error(str(exc))
-    checks = (options.checks or submission / "tests").resolve()
-    if not options.checks and not (checks / "points.toml").is_file():
-        checks = release_checks(submission, options.lab) or checks  # an upload (submitted/<student>/<lab>/): no tests/
+    own = (submission / "tests").resolve()
+    if options.checks:
+        checks = options.checks.resolve()
+    elif (own / "points.toml").is_file() and kit_checks(own):
+        checks = own
+    else:  # an upload: no tests/, or a student's own (a Classroom 50 clone's), which the judge would run unconfined
+        checks = release_checks(submission, options.lab) or own
+        if checks == own and (own / "points.toml").is_file():
+            parser.error(f"{own} holds a student's checks, not the kit's: name the lab (--lab) or the checks (--checks)")
     if not (checks / "points.toml").is_file():
         parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")
     try:

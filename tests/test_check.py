@@ -174,6 +174,20 @@ def test_an_instructor_checks_one_upload_with_the_labs_public_checks():
     assert run.returncode == 0 and "total          84.5 / 84.5" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
 
 
+def test_an_uploads_own_checks_are_never_run_by_an_instructors_kit(tmp_path):
+    """A Classroom 50 clone holds tests/, the student's to edit: checked in the instructor's kit, the lab's public
+    checks run instead (the judge runs checks unconfined, as the instructor)."""
+    clone = shutil.copytree(RELEASE, tmp_path / "ml101-attention-ada" / "attention",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+    (clone / "tests" / "test_scores.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    run = check(clone, "--part", "scores")
+    assert "scores            0 / 8.5" in run.stdout and not (tmp_path / "ran").exists(), run.stdout[-2000:]
+    renamed = shutil.copytree(clone, tmp_path / "not-a-lab")
+    refused = check(renamed, "--part", "scores")
+    assert refused.returncode == 2 and "holds a student's checks, not the kit's: name the lab (--lab)" in refused.stderr
+    assert not (tmp_path / "ran").exists()
+
+
 def test_an_argument_error_is_one_line_with_a_pointer_to_help():
     for argv, said in ((["grade", "--jobs", "many"], "argument --jobs: 'many' is not a whole number of 1 or more"),
                        (["grade", "--lab", "nosuch"], "no lab 'nosuch'")):
