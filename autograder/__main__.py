@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from autograder.course import KIT_ROOT, directory, unpinned
-from autograder.lab import Lab, LabError, all_labs, find_lab
+from autograder.lab import Lab, LabError, all_labs, find_lab, kit_checks, release_checks
 from autograder.limits import JOBS, add_options, from_options
 from autograder.text import MAKE_ERROR_NOTE, one_line
 
@@ -26,23 +26,6 @@ class OneLineErrors(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
-
-
-def release_checks(submission: Path, lab_name: str | None) -> Path | None:
-    """For an upload without its checks (``submitted/<student>/<lab>/``), the lab's public checks: the
-    lab named, or the one the folder is named after."""
-    try:
-        return find_lab(lab_name or submission.resolve().name).release / "tests"
-    except LabError:
-        return None
-
-
-def kit_checks(checks: Path) -> bool:
-    """May the judge run ``checks`` (unconfined, as checks run)? In a student's copy of a lab (no source/) its own;
-    in an instructor's kit only the kit's folders: an upload's tests/ are the student's code."""
-    if not (KIT_ROOT / "source").is_dir():
-        return True
-    return any(checks.is_relative_to((KIT_ROOT / folder).resolve()) for folder in ("assignments", "solutions", "source"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course import directory
+from autograder.course import KIT_ROOT, directory
 from autograder.limits import lab_limits
 
 DECLARATION = "lab.toml"
@@ -137,3 +137,20 @@ def find_lab(name: str | None = None) -> Lab:
             return lab
     raise LabError(f"no lab {name!r}: the labs are {', '.join(lab.name for lab in labs) or 'none'}"
                    if name else f"name a lab (LAB=...): the labs are {', '.join(lab.name for lab in labs)}")
+
+
+def release_checks(submission: Path, lab_name: str | None) -> Path | None:
+    """For an upload without its checks (``submitted/<student>/<lab>/``), the lab's public checks: the
+    lab named, or the one the folder is named after."""
+    try:
+        return find_lab(lab_name or submission.resolve().name).release / "tests"
+    except LabError:
+        return None
+
+
+def kit_checks(checks: Path) -> bool:
+    """May the judge run ``checks`` (unconfined, as checks run)? In a student's copy of a lab (no source/) its own;
+    in an instructor's kit only the kit's folders: an upload's tests/ are the student's code."""
+    if not (KIT_ROOT / "source").is_dir():
+        return True
+    return any(checks.is_relative_to((KIT_ROOT / folder).resolve()) for folder in ("assignments", "solutions", "source"))
