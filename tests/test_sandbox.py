@@ -2,6 +2,7 @@
 network, hang, exhaust the machine or crash the grader."""
 
 import dataclasses
+import fcntl
 import os
 import signal
 import socket
@@ -465,3 +466,18 @@ def test_a_worker_that_ends_before_its_first_words_is_the_graders_failure(tmp_pa
             student.scores.attention_scores(torch.ones(2))
     finally:
         student.close()
+
+
+def test_a_uid_blocks_lock_is_never_taken_through_a_link_or_from_another_user(tmp_path):
+    """The locks live in the temporary folder, everyone's: a link planted at a lock's name (root would have made a
+    file where it led) and a file another user made (whose lock that user could hold) are passed over."""
+    planted = tmp_path / "planted.lock"
+    planted.symlink_to(tmp_path / "made-by-the-grader")
+    assert worker_uids.open_lock(str(planted)) is None and not (tmp_path / "made-by-the-grader").exists()
+    theirs = tmp_path / "theirs.lock"
+    theirs.touch()
+    if os.getuid() == 0:
+        os.chown(theirs, 65534, 65534)
+        assert worker_uids.open_lock(str(theirs)) is None
+    with worker_uids.open_lock(str(tmp_path / "new.lock")) as mine:
+        fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -35,7 +35,9 @@ class UidPool:
 
     def _claim_block(self) -> None:
         for block in range(UID_BLOCKS):
-            lock = open(uid_block_lock(block), "a")
+            lock = open_lock(uid_block_lock(block))
+            if lock is None:
+                continue
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -50,6 +52,19 @@ class UidPool:
             cgroup.remove_left_over(range(self.next, self.end))
             return
         raise OSError("no free block of worker user ids")
+
+
+def open_lock(path: str):
+    """``path`` opened (made if new) for its lock, or None where it is a link or another user's file: the
+    temporary folder is everyone's, and root following a link planted there made a file wherever its planter chose."""
+    try:
+        lock = os.fdopen(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "rb")
+    except OSError:
+        return None
+    if os.fstat(lock.fileno()).st_uid != os.getuid():
+        lock.close()
+        return None
+    return lock
 
 
 def sweep(uids: range, rounds: int = 20) -> int:
