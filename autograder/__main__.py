@@ -6,6 +6,8 @@ are what the platforms call on their own machines, inside what ``student-bundle`
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -233,24 +235,26 @@ def check_command(parser, options) -> int:
     from autograder.judge.plugin import checks_command_line, run_checks
     from autograder.judge.session import UNCONFINED_EXIT, refusal
 
-    args = checks_command_line(checks, submission.resolve(), options.part, options.results_json,
-                               options.reference)
-    # The points table and each unfinished part's first failure (the plugin prints them) are
-    # what a student needs; --verbose adds every failing check's message. Another -q drops pytest's
-    # "N failed in X s", which reads as a crash: the plugin's summary is the last word.
     limits = from_options(options)
-    args += [*limits.argv(), "--tb=short" if options.verbose else "--tb=no", "-q", "--progress"]
-    if options.no_sandbox:
-        args.append("--no-sandbox")
-    if options.no_confinement:
-        args.append("--no-confinement")
     if not options.no_confinement:
         try:
             refuse_unconfined(limits)
         except Unconfined as refused:
             print(f"error: nothing checked: {refused}", file=sys.stderr)
             return 2
-    code = int(run_checks(args))
+    # As root, workers under user ids of their own get a copy they can read (a student's bundle has no batch/).
+    if os.geteuid() == 0 and not options.no_sandbox and importlib.util.find_spec("autograder.batch"):
+        from autograder.batch.staging import private_copy
+        copy = private_copy(lab, submission, limits)
+    else:
+        copy = contextlib.nullcontext(submission.resolve())
+    with copy as folder:
+        args = checks_command_line(checks, folder, options.part, options.results_json, options.reference)
+        # The plugin prints the points and each unfinished part's first failure (--verbose: every one); another -q
+        # drops pytest's "N failed in X s", which reads as a crash: the plugin's summary is the last word.
+        args += [*limits.argv(), "--tb=short" if options.verbose else "--tb=no", "-q", "--progress",
+                 *["--no-sandbox"] * options.no_sandbox, *["--no-confinement"] * options.no_confinement]
+        code = int(run_checks(args))
     if code == UNCONFINED_EXIT:  # a worker refused after all (the probe passed): say why, once
         print(f"error: nothing checked: {refusal[-1]}", file=sys.stderr)
     if code == pytest.ExitCode.TESTS_FAILED and "MAKELEVEL" in os.environ:  # make's recipe: its "Error 1" follows

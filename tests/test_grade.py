@@ -290,6 +290,15 @@ def test_a_grader_whose_umask_hides_its_files_grades_as_any_other(tmp_path):
     checked = subprocess.run([sys.executable, "-m", "autograder", "check", "--submission", str(SOLUTIONS), "--part",
                               "scores"], cwd=KIT, capture_output=True, text=True, timeout=600, preexec_fn=hardened)
     assert checked.returncode == 0, checked.stdout[-3000:]
+    # An instructor checks one such upload: its files are the grader's alone, so the workers get a copy of their own
+    # (they read "scores.py is missing" in the folder itself), removed after.
+    upload, scratch = cohort / "amy" / LAB.name, tmp_path / "tmp"
+    scratch.mkdir()
+    checked = subprocess.run([sys.executable, "-m", "autograder", "check", "--lab", LAB.name, "--submission", str(upload),
+                              "--part", "scores"], cwd=KIT, capture_output=True, text=True, timeout=600,
+                             preexec_fn=hardened, env={**os.environ, "TMPDIR": str(scratch)})
+    assert checked.returncode == 0 and "Every check passed" in checked.stdout, checked.stdout[-3000:]
+    assert [path.name for path in scratch.iterdir() if path.is_dir()] == []  # the user ids' lock files stay
 
 
 def test_copies_made_for_workers_are_theirs_to_read_whatever_the_source_allows(tmp_path):

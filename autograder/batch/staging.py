@@ -12,18 +12,23 @@ Layout in (nbgrader's): ``<submissions>/<student>/<lab>/``; a shard (:class:`Sha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import re
+import shutil
 import stat
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.batch.outputs import FINGERPRINT, student_folder
 from autograder.batch.provenance import changes, read_stamp, submission_digest
 from autograder.files import folder_for_workers, readable_by_workers, what_went_wrong
+from autograder.harness.sandbox import views_of_their_own
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, Limits, amount
 from autograder.reports.records import EXTRA_FILE, bounded_notes
@@ -103,6 +108,24 @@ def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAU
             said.append((path.name not in lab.modules, f"{path.name}: {why}"))
     submission.notes += bounded_notes([note for _, note in sorted(said, key=lambda item: item[0])], limits)
     submission.handed_in = any(target.iterdir())  # an empty folder, or only files that are not the lab's
+
+
+@contextlib.contextmanager
+def private_copy(lab: Lab, folder: Path, limits: Limits) -> Iterator[Path]:
+    """``folder`` staged as a cohort's submissions are (:func:`stage`), in a folder of its own removed after; why a
+    module of the lab was left out is said on stderr. For ``check`` as root: its workers then run as user ids of
+    their own, which may not read the folder's files (an upload unpacked under umask 077 read as "<module>.py is
+    missing")."""
+    root = folder_for_workers(prefix="autograder-check-", passed_through=not views_of_their_own(limits))
+    try:
+        submission = Submission("", folder.resolve())  # the instructor's own path: a link to it is followed
+        stage(lab, submission, folder_for_workers(root) / lab.name, limits)
+        for note in submission.notes:  # the Makefile, the notebook, tests/: what a release holds besides, unsaid
+            if note.partition(":")[0] in lab.modules:
+                print(f"note: {note}", file=sys.stderr)
+        yield next(root.iterdir()) / lab.name
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # Why a link cannot be followed, by errno (stat's), in words a student understands.
