@@ -8,11 +8,13 @@ out in plain words (capped), and no output holds a raw control, bidi or unencoda
 """
 
 import csv
+import ctypes
 import io
 import json
 import os
 import shutil
 import stat
+import threading
 import unicodedata
 from pathlib import Path
 
@@ -232,3 +234,33 @@ def test_make_grade_names_an_ungraded_student_inert_on_the_terminal(tmp_path, mo
     said = capsys.readouterr().err
     assert_inert("make grade's error line", said.encode())
     assert said.count("\n") == 1 and said.startswith(f"error: not graded: {LAB.name}: a\\x1b]0;owned")
+
+
+def test_a_module_swapped_for_a_link_while_it_is_staged_is_never_followed(tmp_path):
+    """A local user who owns a submission folder swaps a module and a link to a file only root reads, over and over,
+    while root stages it (make grade, or make check as root): the link is never followed, whatever the moment (it was:
+    the file's contents were copied, readable by the student's code, in ~40 % of the stagings)."""
+    secret = tmp_path / "secret"
+    secret.write_text("TOPSECRET\n")
+    secret.chmod(0o600)
+    folder = tmp_path / "eve" / LAB.name
+    folder.mkdir(parents=True)
+    (folder / "softmax.py").write_text("def softmax(x, dim=-1):\n    return x\n")
+    (folder / "swapped").symlink_to(secret)
+    libc, stop = ctypes.CDLL(None, use_errno=True), threading.Event()
+
+    def swap():  # renameat2(RENAME_EXCHANGE): the two names trade places at once, again and again
+        while not stop.is_set():
+            libc.renameat2(-100, os.fsencode(folder / "softmax.py"), -100, os.fsencode(folder / "swapped"), 2)
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    try:
+        copies = []
+        for i in range(300):
+            stage(LAB, Submission("eve", folder), tmp_path / f"staged-{i}")
+            copies += [copy.read_text() for copy in (tmp_path / f"staged-{i}").iterdir()]
+    finally:
+        stop.set()
+        swapper.join()
+    assert copies and not any("TOPSECRET" in text for text in copies)

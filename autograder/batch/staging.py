@@ -86,28 +86,35 @@ def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
     return [lab for lab in labs if any((entry / lab.name).exists() for entry in folders)]
 
 
-def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAULTS) -> None:
+def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAULTS) -> list[str]:
     """Copy what may be graded into ``target``, a new folder; say what was left out and why: in
     ``submission.notes``, one printable line per file, at most ``Limits.submission_notes`` of ``Limits.note_characters``
     (the lab's modules first), then how many more. Raises only when the folder itself cannot be
-    listed; an entry that cannot be staged is left out with a note."""
+    listed; an entry that cannot be staged is left out with a note. Returns the notes about the lab's own modules."""
     target.mkdir()
     readable_by_workers(target)
     source = submission.folder
     if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
         submission.problems.append((f"{lab.name}/ is a link, not a folder of the submission", "not graded"))
-        return
+        return []
     if not source.is_dir():
         submission.handed_in = False
-        return
+        return []
     real_root = source.resolve()
     said = []  # (not one of the lab's modules, note)
-    for path in sorted(source.iterdir()):
-        why = stage_entry(lab, path, real_root, target, limits)
-        if why:
-            said.append((path.name not in lab.modules, f"{path.name}: {why}"))
+    # Every entry is looked at and read by its name in this folder, opened once: a link swapped in for a file after
+    # it was looked at (a local user owning the folder) is never followed, as root, to a file outside it.
+    folder = os.open(real_root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for path in sorted(source.iterdir()):
+            why = stage_entry(lab, path, real_root, folder, target, limits)
+            if why:
+                said.append((path.name not in lab.modules, f"{path.name}: {why}"))
+    finally:
+        os.close(folder)
     submission.notes += bounded_notes([note for _, note in sorted(said, key=lambda item: item[0])], limits)
     submission.handed_in = any(target.iterdir())  # an empty folder, or only files that are not the lab's
+    return [note for extra, note in said if not extra]
 
 
 @contextlib.contextmanager
@@ -119,10 +126,9 @@ def private_copy(lab: Lab, folder: Path, limits: Limits) -> Iterator[Path]:
     root = folder_for_workers(prefix="autograder-check-", passed_through=not views_of_their_own(limits))
     try:
         submission = Submission("", folder.resolve())  # the instructor's own path: a link to it is followed
-        stage(lab, submission, folder_for_workers(root) / lab.name, limits)
-        for note in submission.notes:  # the Makefile, the notebook, tests/: what a release holds besides, unsaid
-            if note.partition(":")[0] in lab.modules:
-                print(f"note: {note}", file=sys.stderr)
+        # Only the lab's modules are noted: a release's Makefile, notebook and tests/ are no news.
+        for note in stage(lab, submission, folder_for_workers(root) / lab.name, limits):
+            print(f"note: {note}", file=sys.stderr)
         yield next(root.iterdir()) / lab.name
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -133,18 +139,23 @@ LINK_ERRORS = {errno.ELOOP: "a link that loops (following it never reaches a fil
                errno.ENOENT: "a link to nothing (its target does not exist)"}
 
 
-def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path, limits: Limits) -> str | None:
-    """Copy ``path``, an entry of a submission folder, into ``target`` if it may be graded; return
-    what to say about it (why it was left out, or what is odd about what was copied), or None."""
+def stage_entry(lab: Lab, path: Path, real_root: Path, folder: int, target: Path, limits: Limits) -> str | None:
+    """Copy ``path``, an entry of a submission folder (``real_root``, open as ``folder``), into ``target`` if it may be
+    graded; return what to say about it (why it was left out, or what is odd about what was copied), or None."""
+    name = path.name  # the file read: the entry, or the one a link names beside it
     try:
-        status = path.lstat()
+        status = os.stat(name, dir_fd=folder, follow_symlinks=False)
         if stat.S_ISLNK(status.st_mode):
             try:
-                status = path.stat()
+                status = os.stat(name, dir_fd=folder)
             except OSError as exc:
                 return LINK_ERRORS.get(exc.errno, f"a link that cannot be followed ({what_went_wrong(exc)})") + ", left out"
-            if not Path(os.path.realpath(path)).is_relative_to(real_root):
+            real = Path(os.path.realpath(real_root / name))
+            if not real.is_relative_to(real_root):
                 return "a link to a file outside the submission, left out"
+            if real.parent != real_root and not stat.S_ISDIR(status.st_mode):
+                return "a link into a folder of the submission, left out"
+            name = real.name
         if stat.S_ISDIR(status.st_mode):  # __pycache__/, tests/: skipped unless named as a module
             return "a folder, not a file, left out" if lab.holds(path) else None
         if not lab.holds(path):
@@ -153,7 +164,7 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path, limits: Lim
             return "not a regular file (a FIFO, a socket or a device), left out"
         if status.st_size > limits.submission_file_bytes:
             return f"too large (over {amount(limits.submission_file_bytes, 'bytes')}), left out"
-        data = read_regular(path, limits.submission_file_bytes)
+        data = read_regular(name, folder, limits.submission_file_bytes)
     except OSError as exc:
         return f"could not be read ({what_went_wrong(exc)}), left out"
     if data is None:
@@ -163,11 +174,11 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, target: Path, limits: Lim
     return unreadable(path.name, data)
 
 
-def read_regular(path: Path, most: int) -> bytes | None:
-    """The bytes of ``path``, or None if it is no longer a regular file of at most ``most`` bytes
-    (``Limits.submission_file_bytes``; it may have changed since it was listed). Never blocks: a FIFO put in its
-    place opens at once and is refused unread."""
-    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+def read_regular(name: str, folder: int, most: int) -> bytes | None:
+    """The bytes of the entry ``name`` of the open folder ``folder``, or None if it is no longer a regular file of at
+    most ``most`` bytes (``Limits.submission_file_bytes``; it may have changed since it was listed). Never blocks: a
+    FIFO put in its place opens at once and is refused unread; a link put in its place is not followed (OSError)."""
+    with open(os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, dir_fd=folder), "rb") as file:
         if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
             return None
         data = file.read(most + 1)
