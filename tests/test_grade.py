@@ -299,6 +299,12 @@ def test_a_grader_whose_umask_hides_its_files_grades_as_any_other(tmp_path):
                              preexec_fn=hardened, env={**os.environ, "TMPDIR": str(scratch)})
     assert checked.returncode == 0 and "Every check passed" in checked.stdout, checked.stdout[-3000:]
     assert [path.name for path in scratch.iterdir() if path.is_dir()] == []  # the user ids' lock files stay
+    # An upload that is itself a link is not followed as root (whoever owns the folder above could aim it anywhere).
+    (tmp_path / "linked").symlink_to(SOLUTIONS)
+    linked = subprocess.run([sys.executable, "-m", "autograder", "check", "--lab", LAB.name, "--submission",
+                             str(tmp_path / "linked"), "--part", "scores"], cwd=KIT, capture_output=True, text=True,
+                            timeout=600)
+    assert linked.returncode != 0 and f"note: {LAB.name}/ is a link" in linked.stderr, linked.stderr[-3000:]
 
 
 def test_copies_made_for_workers_are_theirs_to_read_whatever_the_source_allows(tmp_path):

@@ -100,16 +100,25 @@ def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAU
     if not source.is_dir():
         submission.handed_in = False
         return []
-    real_root = source.resolve()
     said = []  # (not one of the lab's modules, note)
-    # Every entry is looked at and read by its name in this folder, opened once: a link swapped in for a file after
-    # it was looked at (a local user owning the folder) is never followed, as root, to a file outside it.
-    folder = os.open(real_root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    # The folder is opened once, by the path given and never through a link, and every entry is listed, looked at
+    # and read by its name in it: a link a local user who owns the folder (or the one above) swaps in for it or for
+    # a file at any moment is never followed, as root, to files outside it.
     try:
-        for path in sorted(source.iterdir()):
-            why = stage_entry(lab, path, real_root, folder, target, limits)
+        folder = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        submission.problems.append((f"{lab.name}/ is a link, not a folder of the submission", "not graded"))
+        return []
+    try:
+        real_root = source.resolve()  # where the links it holds may lead: the folder opened, or nothing is staged
+        if not os.path.samestat(os.fstat(folder), os.stat(real_root)):
+            raise OSError(errno.ESTALE, f"{lab.name}/ changed while it was staged")
+        for name in sorted(os.listdir(folder)):
+            why = stage_entry(lab, source / name, real_root, folder, target, limits)
             if why:
-                said.append((path.name not in lab.modules, f"{path.name}: {why}"))
+                said.append((name not in lab.modules, f"{name}: {why}"))
     finally:
         os.close(folder)
     submission.notes += bounded_notes([note for _, note in sorted(said, key=lambda item: item[0])], limits)
@@ -125,9 +134,12 @@ def private_copy(lab: Lab, folder: Path, limits: Limits) -> Iterator[Path]:
     missing")."""
     root = folder_for_workers(prefix="autograder-check-", passed_through=not views_of_their_own(limits))
     try:
-        submission = Submission("", folder.resolve())  # the instructor's own path: a link to it is followed
+        # The instructor's path to it is followed; the folder itself is not, if it is a link (whoever owns the folder
+        # above could make it lead anywhere root reads).
+        submission = Submission("", folder.absolute().parent.resolve() / folder.absolute().name)
+        modules = stage(lab, submission, folder_for_workers(root) / lab.name, limits)
         # Only the lab's modules are noted: a release's Makefile, notebook and tests/ are no news.
-        for note in stage(lab, submission, folder_for_workers(root) / lab.name, limits):
+        for note in [problem for problem, _ in submission.problems] + modules:
             print(f"note: {note}", file=sys.stderr)
         yield next(root.iterdir()) / lab.name
     finally:
