@@ -94,8 +94,9 @@ def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAU
     target.mkdir()
     readable_by_workers(target)
     source = submission.folder
+    linked = (f"{lab.name}/ is a link, not a folder of the submission", "not graded")
     if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
-        submission.problems.append((f"{lab.name}/ is a link, not a folder of the submission", "not graded"))
+        submission.problems.append(linked)
         return []
     if not source.is_dir():
         submission.handed_in = False
@@ -109,7 +110,7 @@ def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAU
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
-        submission.problems.append((f"{lab.name}/ is a link, not a folder of the submission", "not graded"))
+        submission.problems.append(linked)  # it became one since
         return []
     try:
         real_root = source.resolve()  # where the links it holds may lead: the folder opened, or nothing is staged
@@ -136,12 +137,13 @@ def private_copy(lab: Lab, folder: Path, limits: Limits) -> Iterator[Path]:
     try:
         # The instructor's path to it is followed; the folder itself is not, if it is a link (whoever owns the folder
         # above could make it lead anywhere root reads).
-        submission = Submission("", folder.absolute().parent.resolve() / folder.absolute().name)
-        modules = stage(lab, submission, folder_for_workers(root) / lab.name, limits)
+        given = folder.absolute()
+        submission, staged = Submission("", given.parent.resolve() / given.name), folder_for_workers(root) / lab.name
+        modules = stage(lab, submission, staged, limits)
         # Only the lab's modules are noted: a release's Makefile, notebook and tests/ are no news.
         for note in [problem for problem, _ in submission.problems] + modules:
             print(f"note: {note}", file=sys.stderr)
-        yield next(root.iterdir()) / lab.name
+        yield staged
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
