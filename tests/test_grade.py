@@ -391,8 +391,6 @@ def test_a_reference_whose_workers_did_not_start_is_refused_saying_why(tmp_path,
     assert plugin.failure_of(KeyError("a check's value"), "KeyError", hidden=False).cause == ""
 
     class NoWorkerStarts:
-        limits = DEFAULTS
-
         def grade(self, staged, raw):
             write_run(raw, RunResults(LAB.name, [CheckResult(part.id, f"test_{part.id}", 1.0, False, message="(a student's words)",
                                                              failure=did_not_start) for part in LAB.parts]), LAB)
@@ -400,7 +398,8 @@ def test_a_reference_whose_workers_did_not_start_is_refused_saying_why(tmp_path,
 
     monkeypatch.setattr(batch, "unpinned", lambda: [])
     with pytest.raises(batch.EnvironmentUnproven) as refused:
-        batch.prove_environment(LAB, tmp_path / "out", {"kit": "k"}, NoWorkerStarts(), folder_for_workers(tmp_path))
+        batch.prove_environment(LAB, tmp_path / "out", {"kit": "k"}, NoWorkerStarts(),
+                                batch.stage_reference(LAB, folder_for_workers(tmp_path), DEFAULTS))
     said, first = str(refused.value), LAB.parts[0].id
     assert f"failing test_{first} ({first}: a worker of the grader's did not start), " in said, said
     assert said.count(why) == 1 and "(a student's words)" not in said, said

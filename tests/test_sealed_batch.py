@@ -9,6 +9,7 @@ out in plain words (capped), and no output holds a raw control, bidi or unencoda
 
 import csv
 import ctypes
+import errno
 import io
 import json
 import os
@@ -20,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from autograder.batch import grade as batch, staging
 from autograder.batch.grade import grade
+from autograder.batch.outputs import REFERENCE_PROOF
 from autograder.batch.staging import Submission, stage
 from autograder.limits import DEFAULTS
 from autograder.reports.class_report import class_report
@@ -300,3 +303,53 @@ def test_a_submission_folder_swapped_for_a_link_while_it_is_staged_is_never_foll
     (tmp_path / "eve" / "alt").symlink_to(secret)
     copies, notes = staged_while_swapping(tmp_path, folder, folder, tmp_path / "eve" / "alt")
     assert copies and not any("TOPSECRET" in text for text in copies + notes), [n for n in notes if "TOPSECRET" in n]
+
+
+def test_a_submission_cannot_fill_the_staging_disk(tmp_path):
+    """One notebook of nearly 1 MiB, 40 links to it and 1,000 empty notebooks (it was: all copied, 41 MiB and 1,000
+    files for one student; 2,000 links filled a 300 MB staging disk and stopped the batch): staging keeps within the
+    submission's total, counting a file as at least a block, the lab's modules first, and says what it left out."""
+    folder = hand_in(tmp_path / "cohort", "a_big")
+    (folder / "big.ipynb").write_text('{"cells": [], "pad": "' + "x" * (DEFAULTS.submission_file_bytes - 100) + '"}')
+    for number in range(40):
+        (folder / f"a{number:02}.ipynb").symlink_to("big.ipynb")  # named to come before the modules by name
+    for number in range(1000):
+        (folder / f"empty{number:04}.ipynb").write_text("")
+    submission = Submission("a_big", folder)
+    stage(LAB, submission, tmp_path / "staged")
+    staged = list((tmp_path / "staged").iterdir())
+    assert sum(max(path.stat().st_size, 4096) for path in staged) <= DEFAULTS.submission_bytes
+    assert set(LAB.modules) <= {path.name for path in staged}
+    over = [note for note in submission.notes if note.endswith(": with it the submission's files would be over 8 MiB, left out")]
+    assert over and over[0] < "a39", submission.notes[:3]
+
+
+def test_a_student_who_fills_the_staging_disk_fails_alone(tmp_path, monkeypatch):
+    """The staging disk is full from a student's last module on: that student's partial copy is removed and they
+    are not graded, saying why; the reference solution was staged before the cohort, so the batch goes on (it
+    stopped: the reference was staged last and met the full disk)."""
+    full = []
+    written = Path.write_bytes
+
+    def write_bytes(path, data):
+        full.extend([True] if b"FILLS THE DISK" in data else [])
+        if full and "autograder-staging-" in str(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return written(path, data)
+
+    partial = {}
+
+    def stage_cohort(*arguments):
+        staged = staging.stage_cohort(*arguments)
+        partial.update({student: sorted(folder.iterdir()) for student, folder in staged[1].items()})
+        return staged
+
+    folder = hand_in(tmp_path / "cohort", "eve")
+    (folder / "softmax.py").write_text((folder / "softmax.py").read_text() + "# FILLS THE DISK\n")
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    monkeypatch.setattr(batch, "stage_cohort", stage_cohort)
+    run = grade(LAB, tmp_path / "cohort", tmp_path / "out", jobs=1, stream=io.StringIO())
+    assert partial == {"eve": []}
+    [record] = run.records
+    assert record.total == 0 and "could not be read (no space left on device)" in record.status, record.status
+    assert (tmp_path / "out" / REFERENCE_PROOF).is_file()

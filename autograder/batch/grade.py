@@ -75,7 +75,15 @@ class EnvironmentUnproven(Exception):
     graded: tuple[str, ...] = ()
 
 
-def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging: Path) -> None:
+def stage_reference(lab: Lab, staging: Path, limits: Limits) -> Path:
+    """The lab's reference solution staged as a submission, before the cohort: no student's files can take the
+    staging disk it needs."""
+    staged = folder_for_workers(staging) / lab.name
+    stage(lab, Submission("the reference solution", lab.reference), staged, limits)
+    return staged
+
+
+def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staged: Path) -> None:
     """Grade the lab's reference solution as a submission, in a lane as the cohort's (confined, the same
     limits and checks); below full marks raise :class:`EnvironmentUnproven` naming the checks it failed and
     the packages found against the pinned ones. Kept in ``out/.reference-proof``: a later run under the
@@ -83,9 +91,6 @@ def prove_environment(lab: Lab, out: Path, provenance: dict, lane: Lane, staging
     proof = out / REFERENCE_PROOF
     if read_stamp(proof) == provenance:
         return
-    reference = Submission("the reference solution", lab.reference)
-    staged = folder_for_workers(staging) / lab.name
-    stage(lab, reference, staged, lane.limits)
     answer = lane.grade(staged, staged.parent / "raw.json")
     run = read_run(staged.parent / "raw.json") if isinstance(answer, Graded) else None
     failed = [] if run is None else [c for c in run.checks if not c.passed]
@@ -121,8 +126,9 @@ def why_failed(check: CheckResult) -> str:
     return one_line(check.message)[:120]
 
 
-def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], staging: Path, stream) -> None:
-    """Start ``lanes``: the first proves the environment (:func:`prove_environment`), then grades (its
+def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], reference: Path, stream) -> None:
+    """Start ``lanes``: the first proves the environment (:func:`prove_environment` on ``reference``, the reference
+    solution staged), then grades (its
     replay warm), while the others start; all closed if the proof fails."""
     starting = [threading.Thread(target=lane.start) for lane in lanes[1:]]
     for thread in starting:
@@ -131,7 +137,7 @@ def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], stagi
         print(f"{lab.name}: grading the reference solution first (it proves this machine gives full marks)",
               file=stream, flush=True)
     try:
-        prove_environment(lab, out, provenance, lanes[0], staging)
+        prove_environment(lab, out, provenance, lanes[0], reference)
     except BaseException:
         for thread in starting:
             thread.join()
@@ -169,6 +175,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     staging = folder_for_workers(prefix="autograder-staging-", passed_through=not views_of_their_own(limits))
     try:
         provenance = run_provenance(lab, limits, files_required, replay)
+        reference = stage_reference(lab, staging, limits)
         todo, staged_folders, changed = stage_cohort(lab, cohort, staging, out, force, provenance, limits)
         if debug:
             shutil.rmtree(out / DEBUG_FOLDER, ignore_errors=True)  # this run's logs only
@@ -178,7 +185,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         again = why_again(lab.name, changed)
         if again:
             print(again, file=stream, flush=True)  # before the progress, which it explains
-        start_proven(lab, out, provenance, lanes, staging, stream)
+        start_proven(lab, out, provenance, lanes, reference, stream)
         similar = prepare_reports_meanwhile(lab, staged_folders, class_files)
         seen = grade_in_lanes(lab, todo, out, lanes, Progress(lab.name, len(todo), stream))
         records = [read_record(student_folder(out, s.student)) for s in cohort]

@@ -1,7 +1,8 @@
 """Which submissions a run grades, and the copies it grades: each student's folder is *staged*, its
 regular files copied into a private folder named by its position in the cohort, never by the student's
 name (links that loop or leave the submission, entries that are not regular files, oversized,
-unreadable or unexpected files are left out and said so, in at most ``Limits.submission_notes`` notes).
+unreadable or unexpected files, and files past the submission's total, ``Limits.submission_bytes``, are left out and
+said so, in at most ``Limits.submission_notes`` notes).
 Nothing a student's folder holds stops the batch: a folder that cannot be staged fails that student
 alone. A student whose record already has this run's provenance is not graded again
 (:mod:`autograder.batch.provenance`).
@@ -116,10 +117,12 @@ def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAU
         real_root = source.resolve()  # where the links it holds may lead: the folder opened, or nothing is staged
         if not os.path.samestat(os.fstat(folder), os.stat(real_root)):
             raise OSError(errno.ESTALE, f"{lab.name}/ changed while it was staged")
-        for name in sorted(os.listdir(folder)):
-            why = stage_entry(lab, source / name, real_root, folder, target, limits)
+        room = limits.submission_bytes
+        for name in sorted(os.listdir(folder), key=lambda name: (name not in lab.modules, name)):  # modules first
+            why = stage_entry(lab, source / name, real_root, folder, target, limits, room)
             if why:
                 said.append((name not in lab.modules, f"{name}: {why}"))
+            room -= disk_cost(target / name)
     finally:
         os.close(folder)
     submission.notes += bounded_notes([note for _, note in sorted(said, key=lambda item: item[0])], limits)
@@ -153,9 +156,19 @@ LINK_ERRORS = {errno.ELOOP: "a link that loops (following it never reaches a fil
                errno.ENOENT: "a link to nothing (its target does not exist)"}
 
 
-def stage_entry(lab: Lab, path: Path, real_root: Path, folder: int, target: Path, limits: Limits) -> str | None:
+BLOCK = 4096  # what the smallest file costs a disk
+
+
+def disk_cost(staged: Path) -> int:
+    """What a staged file counts against ``Limits.submission_bytes`` (0: not staged)."""
+    return max(staged.stat().st_size, BLOCK) if staged.is_file() else 0
+
+
+def stage_entry(lab: Lab, path: Path, real_root: Path, folder: int, target: Path, limits: Limits,
+                room: int) -> str | None:
     """Copy ``path``, an entry of a submission folder (``real_root``, open as ``folder``), into ``target`` if it may be
-    graded; return what to say about it (why it was left out, or what is odd about what was copied), or None."""
+    graded and its cost (:func:`disk_cost`) is within ``room``, the bytes left of ``Limits.submission_bytes``; return
+    what to say about it (why it was left out, or what is odd about what was copied), or None."""
     name = path.name  # the file read: the entry, or the one a link names beside it
     try:
         status = os.stat(name, dir_fd=folder, follow_symlinks=False)
@@ -178,7 +191,9 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, folder: int, target: Path
             return "not a regular file (a FIFO, a socket or a device), left out"
         if status.st_size > limits.submission_file_bytes:
             return f"too large (over {amount(limits.submission_file_bytes, 'bytes')}), left out"
-        data = read_regular(name, folder, limits.submission_file_bytes)
+        if max(status.st_size, BLOCK) > room:
+            return f"with it the submission's files would be over {amount(limits.submission_bytes, 'bytes')}, left out"
+        data = read_regular(name, folder, min(limits.submission_file_bytes, room))
     except OSError as exc:
         return f"could not be read ({what_went_wrong(exc)}), left out"
     if data is None:
@@ -190,7 +205,8 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, folder: int, target: Path
 
 def read_regular(name: str, folder: int, most: int) -> bytes | None:
     """The bytes of the entry ``name`` of the open folder ``folder``, or None if it is no longer a regular file of at
-    most ``most`` bytes (``Limits.submission_file_bytes``; it may have changed since it was listed). Never blocks: a
+    most ``most`` bytes (``Limits.submission_file_bytes`` or what is left of the submission's; it may have changed
+    since it was listed). Never blocks: a
     FIFO put in its place opens at once and is refused unread; a link put in its place is not followed (OSError)."""
     with open(os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, dir_fd=folder), "rb") as file:
         if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
@@ -225,6 +241,7 @@ def stage_cohort(lab: Lab, cohort: list[Submission], staging: Path, out: Path, f
         try:
             stage(lab, submission, staged, limits)
         except Exception as exc:  # noqa: BLE001 - a folder that cannot be staged fails its student alone
+            shutil.rmtree(staged, ignore_errors=True)  # nothing of it graded, nor left to fill the disk
             staged.mkdir(parents=True, exist_ok=True)
             submission.problems.append(("error", f"{lab.name}/ could not be read ({what_went_wrong(exc)}): not graded"))
         notes = [*(": ".join(problem) for problem in submission.problems), *submission.notes]
