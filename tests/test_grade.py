@@ -104,7 +104,7 @@ def test_bad_uploads_are_graded_on_what_they_have_and_reported_in_status(demo):
     table = grades_table(demo[0])
     assert table["ada"]["status"] == "graded" and table["ada"]["notes"] == ""
     notes = table["kai"]["notes"]  # what staging left out or noticed costs nothing by itself ...
-    for fragment in ("not UTF-8", "outside the submission", "conftest.py", "not a valid notebook"):
+    for fragment in ("not UTF-8", "a link to another folder's file", "conftest.py", "not a valid notebook"):
         assert fragment in notes, notes
     assert table["kai"]["status"] == "missing: dropout.py, masking.py"  # ... a module that is not there does
     assert float(table["kai"]["scores"]) == 10
@@ -477,9 +477,13 @@ def test_a_count_of_runs_below_one_and_verifying_nothing_are_refused(tmp_path):
 
 def test_verify_refuses_a_linked_folder_as_grading_does_and_reads_prefixed_folders(tmp_path):
     """cy's attention/ is a link to the solutions: grading refuses it, and verifying must too (a copy of its
-    target would be graded 100 and called a difference); folders named as Classroom 50 clones them."""
+    target would be graded 100 and called a difference); folders named as Classroom 50 clones them. Verifying stages
+    the cohort's folders as grading does (it copied them whole: a FIFO stopped it, a sparse file filled the disk)."""
     cohort, out = tmp_path / "download", tmp_path / "out"
     reference_cohort(cohort, ("ml-attention-amy",))
+    os.mkfifo(cohort / "ml-attention-amy" / "attention" / "pipe")
+    with open(cohort / "ml-attention-amy" / "attention" / "big.bin", "wb") as sparse:
+        sparse.truncate(2 * 1024**3)
     (cohort / "ml-attention-cy").mkdir()
     (cohort / "ml-attention-cy" / "attention").symlink_to(SOLUTIONS)
     grade(LAB, cohort, out, jobs=1, stream=io.StringIO(), strip_prefix="ml-attention-")

@@ -24,7 +24,7 @@ import pytest
 from autograder.batch import grade as batch, staging
 from autograder.batch.grade import grade
 from autograder.batch.outputs import REFERENCE_PROOF
-from autograder.batch.staging import Submission, stage
+from autograder.batch.staging import Submission, private_copy, stage
 from autograder.limits import DEFAULTS
 from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
@@ -353,3 +353,45 @@ def test_a_student_who_fills_the_staging_disk_fails_alone(tmp_path, monkeypatch)
     [record] = run.records
     assert record.total == 0 and "could not be read (no space left on device)" in record.status, record.status
     assert (tmp_path / "out" / REFERENCE_PROOF).is_file()
+
+
+def test_where_a_link_leads_out_of_its_folder_is_never_looked_at(tmp_path):
+    """A link is followed only by names of files beside it, read from the link itself: root never follows one to learn
+    where it leads (the notes told a student whether a file exists in a folder only root reads: "a link to a file
+    outside the submission" or "a link to nothing")."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir(mode=0o700)
+    (hidden / "EXISTS.txt").write_text("")
+    folder = hand_in(tmp_path / "cohort", "eve")
+    for probe, target in (("exists", hidden / "EXISTS.txt"), ("missing", hidden / "NOPE.txt"), ("folder", hidden),
+                          ("inside", folder / "scores.py")):
+        (folder / f"probe_{probe}.py").symlink_to(target)
+    (folder / "mine.py").write_bytes((folder / "softmax.py").read_bytes())
+    (folder / "softmax.py").unlink()
+    (folder / "softmax.py").symlink_to("./mine.py")
+    submission = Submission("eve", folder)
+    stage(LAB, submission, tmp_path / "staged")
+    said = {note.split(": ")[0]: note.split(": ", 1)[1] for note in submission.notes}
+    assert {said[f"probe_{probe}.py"] for probe in ("exists", "missing", "folder", "inside")} == {
+        "a link to another folder's file (only a link to a file beside it is followed), left out"}, said
+    assert (tmp_path / "staged" / "softmax.py").read_bytes() == (folder / "mine.py").read_bytes()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="check stages a private copy as root only")
+def test_check_as_root_follows_no_link_another_user_could_have_made(tmp_path, capsys):
+    """An upload's path passes through a folder a local user owns, holding a link to a folder only root reads: check
+    as root follows it no more (it graded root's folder, the red-team's 13/13 on stubs), before or while it opens it;
+    a link root made in root's own folder is followed, as the instructor named it."""
+    theirs, hidden = tmp_path / "theirs", tmp_path / "hidden"
+    hand_in(hidden, "lab")
+    hidden.chmod(0o700)
+    theirs.mkdir()
+    (theirs / "lab").symlink_to(hidden / "lab")
+    os.chown(theirs, 12345, 12345)
+    with private_copy(LAB, theirs / "lab" / LAB.name, DEFAULTS) as staged:
+        assert list(staged.iterdir()) == []
+    assert f"note: {theirs / 'lab' / LAB.name}: lab is a link another user could have made or changed" in \
+        capsys.readouterr().err
+    (tmp_path / "mine").symlink_to(hidden / "lab")
+    with private_copy(LAB, tmp_path / "mine" / LAB.name, DEFAULTS) as staged:
+        assert set(LAB.modules) <= {path.name for path in staged.iterdir()}

@@ -28,7 +28,7 @@ from autograder.batch.outputs import (DEBUG_FOLDER, REFERENCE_PROOF, claim_outpu
                                       student_folder, write_class_files, write_course_table)
 from autograder.batch.pool import Progress, grade_in_lanes, regraded, unstable_checks
 from autograder.batch.provenance import read_stamp, run_provenance, why_again
-from autograder.batch.staging import Shard, Submission, discover, labs_submitted, stage, stage_cohort
+from autograder.batch.staging import Chosen, Shard, Submission, discover, labs_submitted, stage, stage_cohort
 from autograder.course import unpinned
 from autograder.files import folder_for_workers, write_atomically
 from autograder.lab import Lab
@@ -150,13 +150,13 @@ def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], refer
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
           limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True,
-          shard: Shard | None = None, files_required: bool = True, repeat: int = 1, strip_prefix: str = "",
+          shard: Shard | Chosen | None = None, files_required: bool = True, repeat: int = 1, strip_prefix: str = "",
           debug: bool = False) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
     run (every student's record, and who could not be graded). ``replay=False`` runs every check in
     full (see :mod:`autograder.judge.replay`); ``class_files=False`` writes the students' folders only:
     no grades.csv, report.html or similarity (a Gradescope upload, a cohort of one whose class report
-    nobody reads, a shard). ``shard`` grades its slice of the cohort only (:mod:`autograder.batch.shard`).
+    nobody reads, a shard). ``shard`` grades its slice of the cohort only (:mod:`autograder.batch.shard`), or the students it names.
     ``strip_prefix``: see :func:`autograder.batch.staging.discover`. ``repeat`` > 1 grades the whole cohort that many
     times more, in other lanes (one lane, then two, ...), and names the checks whose verdict changed between runs
     (:func:`autograder.batch.pool.unstable_checks`) in the run and report.html.

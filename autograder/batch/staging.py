@@ -22,7 +22,7 @@ import re
 import shutil
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +59,15 @@ class Shard:
         return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """Some students of a cohort, by name (``verify``'s): graded from the cohort's folders as a shard's are."""
+    students: frozenset[str]
+
+    def holds(self, student: str) -> bool:
+        return student in self.students
+
+
 @dataclass
 class Submission:
     student: str
@@ -87,39 +96,25 @@ def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
     return [lab for lab in labs if any((entry / lab.name).exists() for entry in folders)]
 
 
-def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAULTS) -> list[str]:
+def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAULTS,
+          opener: Callable[[Lab, Submission], int | None] | None = None) -> list[str]:
     """Copy what may be graded into ``target``, a new folder; say what was left out and why: in
     ``submission.notes``, one printable line per file, at most ``Limits.submission_notes`` of ``Limits.note_characters``
     (the lab's modules first), then how many more. Raises only when the folder itself cannot be
-    listed; an entry that cannot be staged is left out with a note. Returns the notes about the lab's own modules."""
+    listed; an entry that cannot be staged is left out with a note. Returns the notes about the lab's own modules.
+    ``opener`` opens the submission's folder or notes why not (:func:`open_in_cohort`, :func:`open_upload`)."""
     target.mkdir()
     readable_by_workers(target)
-    source = submission.folder
-    linked = (f"{lab.name}/ is a link, not a folder of the submission", "not graded")
-    if source.is_symlink() or source.parent.is_symlink():  # it could lead anywhere: the reference, another student
-        submission.problems.append(linked)
-        return []
-    if not source.is_dir():
-        submission.handed_in = False
+    # The folder is opened once and every entry is listed, looked at and read by its name in it: a link a local user
+    # who owns the folder swaps in for a file at any moment is never followed, as root, to files outside it.
+    folder = (opener or open_in_cohort)(lab, submission)
+    if folder is None:
         return []
     said = []  # (not one of the lab's modules, note)
-    # The folder is opened once, by the path given and never through a link, and every entry is listed, looked at
-    # and read by its name in it: a link a local user who owns the folder (or the one above) swaps in for it or for
-    # a file at any moment is never followed, as root, to files outside it.
     try:
-        folder = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        submission.problems.append(linked)  # it became one since
-        return []
-    try:
-        real_root = source.resolve()  # where the links it holds may lead: the folder opened, or nothing is staged
-        if not os.path.samestat(os.fstat(folder), os.stat(real_root)):
-            raise OSError(errno.ESTALE, f"{lab.name}/ changed while it was staged")
         room = limits.submission_bytes
         for name in sorted(os.listdir(folder), key=lambda name: (name not in lab.modules, name)):  # modules first
-            why = stage_entry(lab, source / name, real_root, folder, target, limits, room)
+            why = stage_entry(lab, name, folder, target, limits, room)
             if why:
                 said.append((name not in lab.modules, f"{name}: {why}"))
             room -= disk_cost(target / name)
@@ -130,30 +125,102 @@ def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAU
     return [note for extra, note in said if not extra]
 
 
+def open_in_cohort(lab: Lab, submission: Submission) -> int | None:
+    """A cohort's ``<student>/<lab>/`` opened by its path, never through a link (it could lead anywhere: the
+    reference, another student): ``<student>/`` lies in the instructor's folder, ``<lab>/`` in the student's."""
+    source = submission.folder
+    if source.is_symlink() or source.parent.is_symlink():
+        submission.problems.append(linked(lab))
+        return None
+    return open_last(lab, submission, os.open(source.parent, os.O_RDONLY | os.O_DIRECTORY))
+
+
+def open_upload(lab: Lab, submission: Submission) -> int | None:
+    """An upload folder opened for ``check`` as root: the instructor's path to it, through links only where no other
+    user could have made or changed them (:func:`open_trusted`), then the folder itself, never through a link."""
+    try:
+        above = open_trusted(submission.folder.parent)
+    except OSError as exc:
+        submission.problems.append((f"{submission.folder}: {what_went_wrong(exc)}", "not checked"))
+        return None
+    return open_last(lab, submission, above)
+
+
+def open_last(lab: Lab, submission: Submission, above: int) -> int | None:
+    """The submission's folder opened in ``above`` (closed here), never through a link; None, noted, if it is one
+    or is not a folder."""
+    try:
+        return os.open(submission.folder.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=above)
+    except OSError as exc:
+        if is_link(submission.folder.name, above):
+            submission.problems.append(linked(lab))
+        elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            submission.handed_in = False
+        else:
+            raise
+        return None
+    finally:
+        os.close(above)
+
+
+def linked(lab: Lab) -> tuple[str, str]:
+    return f"{lab.name}/ is a link, not a folder of the submission", "not graded"
+
+
+def is_link(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_trusted(path: Path) -> int:
+    """``path`` opened as a folder one step at a time, each from the last, following a link only where the folder that
+    holds it and the link belong to root or this user and nobody else may change the folder (or it is sticky): a local
+    user who owns a folder on the way cannot lead root elsewhere, before or while it is opened. OSError (ELOOP) names
+    the first link that is not so."""
+    steps, hops = list(path.absolute().parts[1:]), 0
+    folder = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        while steps:
+            name = steps.pop(0)
+            try:
+                step = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            except OSError as exc:
+                if not is_link(name, folder):
+                    raise
+                held, link, hops = os.fstat(folder), os.stat(name, dir_fd=folder, follow_symlinks=False), hops + 1
+                mine = {0, os.geteuid()}
+                if hops > 40 or not (held.st_uid in mine and link.st_uid in mine
+                                     and (not held.st_mode & 0o022 or held.st_mode & stat.S_ISVTX)):
+                    raise OSError(errno.ELOOP, f"{name} is a link another user could have made or changed") from exc
+                target = Path(os.readlink(name, dir_fd=folder))
+                steps[:0] = target.parts[1:] if target.is_absolute() else target.parts
+                step = os.open("/", os.O_RDONLY | os.O_DIRECTORY) if target.is_absolute() else os.dup(folder)
+            os.close(folder)
+            folder = step
+    except BaseException:
+        os.close(folder)
+        raise
+    return folder
+
+
 @contextlib.contextmanager
 def private_copy(lab: Lab, folder: Path, limits: Limits) -> Iterator[Path]:
-    """``folder`` staged as a cohort's submissions are (:func:`stage`), in a folder of its own removed after; why a
-    module of the lab was left out is said on stderr. For ``check`` as root: its workers then run as user ids of
-    their own, which may not read the folder's files (an upload unpacked under umask 077 read as "<module>.py is
-    missing")."""
+    """``folder`` staged as a cohort's submissions are (:func:`stage`, opened by :func:`open_upload`), in a folder of its
+    own removed after; why a module of the lab was left out is said on stderr. For ``check`` as root: its workers then
+    run as user ids of their own, which may not read the folder's files (an upload unpacked under umask 077 read as
+    "<module>.py is missing")."""
     root = folder_for_workers(prefix="autograder-check-", passed_through=not views_of_their_own(limits))
     try:
-        # The instructor's path to it is followed; the folder itself is not, if it is a link (whoever owns the folder
-        # above could make it lead anywhere root reads).
-        given = folder.absolute()
-        submission, staged = Submission("", given.parent.resolve() / given.name), folder_for_workers(root) / lab.name
-        modules = stage(lab, submission, staged, limits)
+        submission, staged = Submission("", folder.absolute()), folder_for_workers(root) / lab.name
+        modules = stage(lab, submission, staged, limits, open_upload)
         # Only the lab's modules are noted: a release's Makefile, notebook and tests/ are no news.
         for note in [problem for problem, _ in submission.problems] + modules:
             print(f"note: {note}", file=sys.stderr)
         yield staged
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-# Why a link cannot be followed, by errno (stat's), in words a student understands.
-LINK_ERRORS = {errno.ELOOP: "a link that loops (following it never reaches a file)",
-               errno.ENOENT: "a link to nothing (its target does not exist)"}
 
 
 BLOCK = 4096  # what the smallest file costs a disk
@@ -164,25 +231,38 @@ def disk_cost(staged: Path) -> int:
     return max(staged.stat().st_size, BLOCK) if staged.is_file() else 0
 
 
-def stage_entry(lab: Lab, path: Path, real_root: Path, folder: int, target: Path, limits: Limits,
-                room: int) -> str | None:
-    """Copy ``path``, an entry of a submission folder (``real_root``, open as ``folder``), into ``target`` if it may be
-    graded and its cost (:func:`disk_cost`) is within ``room``, the bytes left of ``Limits.submission_bytes``; return
-    what to say about it (why it was left out, or what is odd about what was copied), or None."""
-    name = path.name  # the file read: the entry, or the one a link names beside it
+def beside(name: str, folder: int) -> tuple[str, str | None]:
+    """The entry a link ``name`` of ``folder`` leads to by names of files beside it (a chain of them), and None; or
+    why it is not followed. Only the link's own text is read: root never follows it to learn where it leads (what a
+    note said would tell a student which files exist in folders only root reads)."""
+    seen = {name}
+    while True:
+        text = os.readlink(name, dir_fd=folder).removeprefix("./")
+        if not text or "/" in text or text in (".", ".."):
+            return name, "a link to another folder's file (only a link to a file beside it is followed), left out"
+        if text in seen:
+            return name, "a link that loops (following it never reaches a file), left out"
+        seen.add(text)
+        try:
+            led_to = os.stat(text, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return name, "a link to nothing (its target does not exist), left out"
+        if not stat.S_ISLNK(led_to.st_mode):
+            return text, None
+        name = text
+
+
+def stage_entry(lab: Lab, entry: str, folder: int, target: Path, limits: Limits, room: int) -> str | None:
+    """Copy ``entry`` of a submission's folder (open as ``folder``) into ``target`` if it may be graded and its cost
+    (:func:`disk_cost`) is within ``room``, the bytes left of ``Limits.submission_bytes``; return what to say about it
+    (why it was left out, or what is odd about what was copied), or None."""
+    name, path = entry, Path(entry)  # name: the entry read, itself or the file a link names beside it
     try:
+        if is_link(entry, folder):
+            name, why = beside(entry, folder)
+            if why:
+                return why
         status = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        if stat.S_ISLNK(status.st_mode):
-            try:
-                status = os.stat(name, dir_fd=folder)
-            except OSError as exc:
-                return LINK_ERRORS.get(exc.errno, f"a link that cannot be followed ({what_went_wrong(exc)})") + ", left out"
-            real = Path(os.path.realpath(real_root / name))
-            if not real.is_relative_to(real_root):
-                return "a link to a file outside the submission, left out"
-            if real.parent != real_root and not stat.S_ISDIR(status.st_mode):
-                return "a link into a folder of the submission, left out"
-            name = real.name
         if stat.S_ISDIR(status.st_mode):  # __pycache__/, tests/: skipped unless named as a module
             return "a folder, not a file, left out" if lab.holds(path) else None
         if not lab.holds(path):
@@ -198,9 +278,9 @@ def stage_entry(lab: Lab, path: Path, real_root: Path, folder: int, target: Path
         return f"could not be read ({what_went_wrong(exc)}), left out"
     if data is None:
         return "changed while it was read, left out"
-    (target / path.name).write_bytes(data)
-    readable_by_workers(target / path.name)
-    return unreadable(path.name, data)
+    (target / entry).write_bytes(data)
+    readable_by_workers(target / entry)
+    return unreadable(entry, data)
 
 
 def read_regular(name: str, folder: int, most: int) -> bytes | None:
@@ -226,6 +306,8 @@ def unreadable(name: str, data: bytes) -> str | None:
             json.loads(text)
         except ValueError as exc:
             return f"not a valid notebook (invalid JSON: {exc})"
+        except RecursionError:  # 200,000 "[": nested deeper than the parser goes
+            return "not a valid notebook (nested too deep to read)"
     return None
 
 

@@ -10,7 +10,6 @@ in other lanes, and the checks whose verdict changes between runs are named as u
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from autograder.batch.grade import grade
 from autograder.batch.outputs import REFERENCE_PROOF, student_folder
-from autograder.batch.staging import discover
+from autograder.batch.staging import Chosen, discover
 from autograder.batch.provenance import CHANGED, changes
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS, JOBS, Limits
@@ -83,22 +82,14 @@ def verify(lab: Lab, submissions: Path, out: Path, students: list[str] | None = 
     chosen = set(students) if students else set(recorded_students)
     cohort = [s for s in discover(lab, submissions, strip_prefix) if s.student in chosen]
     with tempfile.TemporaryDirectory(prefix="autograder-verify-") as folder:
-        again, regraded = Path(folder) / "submitted", Path(folder) / "graded"
-        for submission in cohort:  # only those chosen, as they are (links too: staging judges them)
-            target = again / submission.student
-            target.mkdir(parents=True)
-            if submission.folder.is_symlink() or submission.folder.parent.is_symlink():
-                # A lab folder that is a link is refused whatever it leads to: a link (not its target's copy) is
-                # refused again the same way.
-                (target / lab.name).symlink_to(os.readlink(submission.folder) if submission.folder.is_symlink()
-                                               else submission.folder)
-            elif submission.folder.exists():
-                shutil.copytree(submission.folder, target / lab.name, symlinks=True)
-        regraded.mkdir()
+        regraded = Path(folder)
         if (out / REFERENCE_PROOF).is_file():  # proven under the same provenance: not graded again
             shutil.copy(out / REFERENCE_PROOF, regraded / REFERENCE_PROOF)
-        run = grade(lab, again, regraded, jobs=jobs, force=True, limits=limits, stream=io.StringIO(),
-                    class_files=False, files_required=files_required, repeat=repeat) if cohort else None
+        # Graded from the cohort's own folders, staged as `grade` stages them (never copied as they are: a FIFO, a
+        # sparse file or a link swapped in would be followed or read whole).
+        run = grade(lab, submissions, regraded, jobs=jobs, force=True, limits=limits, stream=io.StringIO(),
+                    class_files=False, files_required=files_required, repeat=repeat, shard=Chosen(frozenset(chosen)),
+                    strip_prefix=strip_prefix) if cohort else None
         now = {s: read_record(student_folder(regraded, s)) for s in chosen}
     verdicts = []
     for student in sorted(chosen):
