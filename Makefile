@@ -111,7 +111,8 @@ bench: $(RUN_READY)
 
 # The linter only the kit's own checks need: not in requirements.txt, which bundles ship.
 $(DEV_READY): requirements-dev.txt $(READY)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements-dev.txt 2>/dev/null \
+	|| $(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
 # One test worker more than the cores, at most 4: the suite waits on purpose (hangs sleep through their time-outs,
