@@ -31,8 +31,7 @@ class OneLineErrors(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_line()
-    options = parser.parse_args(argv)
+    options = (parser := command_line()).parse_args(argv)
     return options.run(parser, options)
 
 
@@ -270,15 +269,16 @@ def checked_folders(parser, options) -> tuple[Path, Path, Lab]:
         submission = options.submission or find_lab(options.lab).release
     except LabError as exc:  # several labs and none named: say which exist
         parser.error(str(exc))
-    own = (submission / "tests").resolve()
+    tests = submission / "tests"  # the kit's own copy of a lab holds its checks; an upload's are the student's
+    own = None if tests.is_symlink() else tests.resolve()  # a link there, into the kit's or elsewhere: the student's
     if options.checks:
         checks = options.checks.resolve()
-    elif (own / "points.toml").is_file() and kit_checks(own):
+    elif own and (own / "points.toml").is_file() and kit_checks(own):
         checks = own
     else:  # an upload: no tests/, or a student's own (a Classroom 50 clone's), which the judge would run unconfined
-        checks = release_checks(submission, options.lab) or own
-        if checks == own and (own / "points.toml").is_file():
-            parser.error(f"{own} holds a student's checks, not the kit's: name the lab (--lab) or the checks (--checks)")
+        checks = release_checks(submission, options.lab) or tests
+        if checks == tests and os.path.lexists(tests):
+            parser.error(f"{tests} holds a student's checks, not the kit's: name the lab (--lab) or the checks (--checks)")
     if not (checks / "points.toml").is_file():
         parser.error(f"no checks in {checks} (expected points.toml and test_*.py)")
     try:
@@ -445,6 +445,6 @@ def merge_command(parser, options) -> int:
 
 
 if __name__ == "__main__":
-    from autograder.ending import end_without_finalizing
+    from autograder.ending import run_to_end
 
-    end_without_finalizing(main())
+    run_to_end(main)

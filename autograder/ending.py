@@ -7,11 +7,26 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import NoReturn
 
 from autograder import shortcuts
+
+
+def run_to_end(main: Callable[[], int]) -> NoReturn:
+    """Run a command's ``main`` and end (:func:`end_without_finalizing`). SIGTERM (``kill``, ``timeout``, a cancelled
+    CI job) interrupts it as Ctrl-C does (it left its copies of student code in /tmp): what it finished is kept, what it
+    had not is neither recorded nor left behind, and it says so in a line, not a traceback."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        print("interrupted: what was finished is kept (the same command again goes on from there)", file=sys.stderr)
+        status = 130  # as a shell reports Ctrl-C
+    end_without_finalizing(status)
 
 
 def end_without_finalizing(status) -> NoReturn:

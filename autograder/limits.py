@@ -56,10 +56,10 @@ class Limits:
                                            "then map its share of the worker's total)")
     submission_file_bytes: int = limit(1 * MIB, "bytes", "a file of a submission (a larger one is left out, "
                                        "and said so)")
-    # Every staged file costs at least a block of the staging disk, so many empty notebooks count too; a cohort's
-    # staging holds at most its size times this.
-    submission_bytes: int = limit(8 * MIB, "bytes", "a submission's staged files together, each counted as at least "
-                                  "4 KiB (the lab's modules first; files past it are left out, and said so)")
+    # Every staged file counts as the 4 KiB blocks it takes, so many empty notebooks count too; a cohort's staging
+    # holds at most its size times this.
+    submission_bytes: int = limit(8 * MIB, "bytes", "a submission's staged files together, each counted in the 4 KiB "
+                                  "blocks it takes (the lab's modules first; files past it are left out, and said so)")
     # What staging and a Gradescope upload say is per file: 100,000 stray files must not make a 5 MB
     # notes cell (Python's csv module refuses cells over 128 KiB), feedback page or results.json.
     submission_notes: int = limit(20, "", "notes about one submission's files, or one Gradescope upload's (more are "

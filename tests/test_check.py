@@ -186,6 +186,11 @@ def test_an_uploads_own_checks_are_never_run_by_an_instructors_kit(tmp_path):
     refused = check(renamed, "--part", "scores")
     assert refused.returncode == 2 and "holds a student's checks, not the kit's: name the lab (--lab)" in refused.stderr
     assert not (tmp_path / "ran").exists()
+    # tests/ a link into the kit's hidden checks (or another lab's) is the student's too (they ran: public and hidden).
+    shutil.rmtree(renamed / "tests")
+    (renamed / "tests").symlink_to(SOLUTIONS / "tests")
+    refused = check(renamed, "--part", "scores")
+    assert refused.returncode == 2 and "holds a student's checks, not the kit's" in refused.stderr, refused.stdout[-2000:]
 
 
 def test_an_argument_error_is_one_line_with_a_pointer_to_help():

@@ -614,6 +614,31 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     assert all(row["total"] == "100" for row in grades_table(out).values())
 
 
+def test_a_terminated_run_records_nothing_it_had_not_finished_and_leaves_no_copy(tmp_path):
+    """SIGTERM (kill, a cancelled CI job) ends make grade as Ctrl-C does, in a line: what was graded is kept, the grades
+    in flight are not recorded and no lane takes another (they went on and recorded 0, "error: FileNotFoundError", for
+    every student left, their copies removed under them: a run resumed later skipped them), no copy is left in TMPDIR."""
+    cohort, out, scratch = tmp_path / "cohort", tmp_path / "out", tmp_path / "tmp"
+    for i in range(30):
+        shutil.copytree(SOLUTIONS, cohort / f"s{i:02}" / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+        with open(cohort / f"s{i:02}" / "attention" / "softmax.py", "a") as module:
+            module.write(f"# {i}\n")  # no replay: each takes its time
+    scratch.mkdir()
+    run = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
+                            "--jobs", "2"], cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 300
+    while not list(out.glob(f"{LAB.name}/students/*/.fingerprint")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run.send_signal(signal.SIGTERM)
+    said = run.communicate(timeout=120)[1]
+    assert run.returncode == 130 and said.endswith("interrupted: what was finished is kept (the same command again goes "
+                                                   "on from there)\n") and "Traceback" not in said, said[-2000:]
+    assert [path.name for path in scratch.iterdir() if path.is_dir()] == []
+    recorded = [json.loads(path.read_text()) for path in out.glob(f"{LAB.name}/students/*/summary.json")]
+    assert 1 <= len(recorded) < 30 and {summary["status"] for summary in recorded} == {"graded"}, recorded[-1]["status"]
+
+
 def test_broken_inputs_never_stop_the_batch(tmp_path):
     cohort = tmp_path / "cohort"
     (cohort / "empty").mkdir(parents=True)

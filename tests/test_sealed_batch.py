@@ -24,14 +24,14 @@ import pytest
 from autograder.batch import grade as batch, staging
 from autograder.batch.grade import grade
 from autograder.batch.outputs import REFERENCE_PROOF
-from autograder.batch.staging import Submission, private_copy, stage
+from autograder.batch.staging import Submission, labs_submitted, private_copy, stage
 from autograder.limits import DEFAULTS
 from autograder.reports.class_report import class_report
 from autograder.platforms.gradescope import results_json
 from autograder.reports.feedback import feedback_html, feedback_markdown
-from autograder.reports.records import grades_csv, student_record
+from autograder.reports.records import EXTRA_FILE, grades_csv, student_record
 from autograder.results import CohortRun
-from conftest import LAB, RELEASE, SOLUTIONS
+from conftest import LAB, LABS, RELEASE, SOLUTIONS
 from test_boundary import run_grade
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
@@ -306,19 +306,20 @@ def test_a_submission_folder_swapped_for_a_link_while_it_is_staged_is_never_foll
 
 
 def test_a_submission_cannot_fill_the_staging_disk(tmp_path):
-    """One notebook of nearly 1 MiB, 40 links to it and 1,000 empty notebooks (it was: all copied, 41 MiB and 1,000
-    files for one student; 2,000 links filled a 300 MB staging disk and stopped the batch): staging keeps within the
-    submission's total, counting a file as at least a block, the lab's modules first, and says what it left out."""
+    """One notebook of nearly 1 MiB, 40 links to it and 1,000 notebooks of 4,097 bytes, two blocks of the disk each (it
+    was: all copied, 49 MiB; 2,000 links filled a 300 MB staging disk and stopped the batch; counted by their sizes,
+    the small ones took twice the bound): staging keeps the disk it takes within the submission's total, the lab's
+    modules first, and says what it left out."""
     folder = hand_in(tmp_path / "cohort", "a_big")
     (folder / "big.ipynb").write_text('{"cells": [], "pad": "' + "x" * (DEFAULTS.submission_file_bytes - 100) + '"}')
     for number in range(40):
         (folder / f"a{number:02}.ipynb").symlink_to("big.ipynb")  # named to come before the modules by name
     for number in range(1000):
-        (folder / f"empty{number:04}.ipynb").write_text("")
+        (folder / f"small{number:04}.ipynb").write_text("{}" + " " * 4095)
     submission = Submission("a_big", folder)
     stage(LAB, submission, tmp_path / "staged")
     staged = list((tmp_path / "staged").iterdir())
-    assert sum(max(path.stat().st_size, 4096) for path in staged) <= DEFAULTS.submission_bytes
+    assert sum(path.stat().st_blocks * 512 for path in staged) <= DEFAULTS.submission_bytes
     assert set(LAB.modules) <= {path.name for path in staged}
     over = [note for note in submission.notes if note.endswith(": with it the submission's files would be over 8 MiB, left out")]
     assert over and over[0] < "a39", submission.notes[:3]
@@ -369,12 +370,22 @@ def test_where_a_link_leads_out_of_its_folder_is_never_looked_at(tmp_path):
     (folder / "mine.py").write_bytes((folder / "softmax.py").read_bytes())
     (folder / "softmax.py").unlink()
     (folder / "softmax.py").symlink_to("./mine.py")
+    for hop in range(10):  # a chain of 10: each entry's is followed anew, so a long one is not followed at all
+        (folder / f"chain{hop}.py").symlink_to(f"chain{hop + 1}.py" if hop < 9 else "mine.py")
     submission = Submission("eve", folder)
     stage(LAB, submission, tmp_path / "staged")
     said = {note.split(": ")[0]: note.split(": ", 1)[1] for note in submission.notes}
     assert {said[f"probe_{probe}.py"] for probe in ("exists", "missing", "folder", "inside")} == {
         "a link to another folder's file (only a link to a file beside it is followed), left out"}, said
     assert (tmp_path / "staged" / "softmax.py").read_bytes() == (folder / "mine.py").read_bytes()
+    assert said["chain0.py"] == "a chain of more than 8 links, left out" and said["chain5.py"] == EXTRA_FILE, said
+
+    # Which labs were handed in is told from the links' names alone: a 300-character one stopped the run before anyone
+    # was graded, and where one led told whether a file exists in a folder only root reads (the lab was graded or not).
+    for probe, target in (("exists", hidden / "EXISTS.txt"), ("missing", hidden / "NOPE.txt"), ("long", "a" * 300)):
+        (tmp_path / probe / "abe").mkdir(parents=True)
+        (tmp_path / probe / "abe" / LABS[-1].name).symlink_to(target)
+        assert labs_submitted(LABS, tmp_path / probe) == [LABS[-1]], probe
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="check stages a private copy as root only")

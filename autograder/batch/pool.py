@@ -6,9 +6,11 @@ unstable checks (``make grade REPEAT=n``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import queue
+import signal
 import sys
 import tempfile
 import threading
@@ -75,6 +77,9 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
         work.put(item)
     seen = LaneRun()
     lock = threading.Lock()
+    # Interrupted (Ctrl-C, SIGTERM): a grade in flight may be the interruption's doing (a lane killed with it, its
+    # staged copy about to be removed): none is recorded, and no lane takes another submission.
+    stopping = threading.Event()
 
     def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: dict) -> str:
         clock = time.monotonic()
@@ -90,12 +95,14 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
             lab, submission.student, run, submission.problems, submission.notes,
             answer.error if isinstance(answer, Failed) else None,
             time.monotonic() - clock, submission.handed_in), provenance=stamp)
+        if stopping.is_set():
+            return "interrupted, not recorded"
         write_student(lab, student_folder(out, submission.student), record, stamp)
         return record.status
 
     def lane_loop(lane: Lane) -> None:
         try:
-            while True:
+            while not stopping.is_set():
                 try:
                     submission, staged, stamp = work.get_nowait()
                 except queue.Empty:
@@ -109,12 +116,27 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
         finally:
             lane.close()
 
+    run_lanes(lanes, lane_loop, stopping)
+    return seen
+
+
+def run_lanes(lanes: list[Lane], lane_loop, stopping: threading.Event) -> None:
+    """``lane_loop(lane)`` in a thread a lane, until every one ends; interrupted, ``stopping`` is set and each lane's
+    grade in flight ends now, as Ctrl-C ends a judge, not after its calls' time-outs."""
     threads = [threading.Thread(target=lane_loop, args=(lane,)) for lane in lanes]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
-    return seen
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        stopping.set()
+        for lane in lanes:
+            with contextlib.suppress(AttributeError, OSError):  # a lane between processes has none to stop
+                lane.proc.send_signal(signal.SIGINT)
+        for thread in threads:
+            thread.join()
+        raise
 
 
 def regraded(lab: Lab, cohort: list[Submission], staged_folders: dict[str, Path], jobs: int, limits: Limits,

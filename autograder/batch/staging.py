@@ -93,7 +93,9 @@ def discover(lab: Lab, submissions: Path, strip_prefix: str = "") -> list[Submis
 def labs_submitted(labs: list[Lab], submissions: Path) -> list[Lab]:
     """The labs some student of ``submissions`` handed in a folder for."""
     folders = student_folders(submissions)
-    return [lab for lab in labs if any((entry / lab.name).exists() for entry in folders)]
+    # Whatever <lab> is (a link is refused when it is staged), never followed: where a student's link leads, or that
+    # it cannot be followed (a 300-character name), must neither show nor stop the run.
+    return [lab for lab in labs if any(os.path.lexists(entry / lab.name) for entry in folders)]
 
 
 def stage(lab: Lab, submission: Submission, target: Path, limits: Limits = DEFAULTS,
@@ -223,26 +225,34 @@ def private_copy(lab: Lab, folder: Path, limits: Limits) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-BLOCK = 4096  # what the smallest file costs a disk
+BLOCK = 4096  # a disk's unit: a file of 1 byte, or of 4,097, takes one, or two
+LINK_HOPS = 8  # links followed from one entry, one to the next, beside it
+
+
+def blocks(size: int) -> int:
+    """What a file of ``size`` bytes counts against ``Limits.submission_bytes``: the disk it takes."""
+    return max(1, -(-size // BLOCK)) * BLOCK
 
 
 def disk_cost(staged: Path) -> int:
     """What a staged file counts against ``Limits.submission_bytes`` (0: not staged)."""
-    return max(staged.stat().st_size, BLOCK) if staged.is_file() else 0
+    return blocks(staged.stat().st_size) if staged.is_file() else 0
 
 
 def beside(name: str, folder: int) -> tuple[str, str | None]:
     """The entry a link ``name`` of ``folder`` leads to by names of files beside it (a chain of them), and None; or
     why it is not followed. Only the link's own text is read: root never follows it to learn where it leads (what a
     note said would tell a student which files exist in folders only root reads)."""
-    seen = {name}
+    seen = [name]
     while True:
         text = os.readlink(name, dir_fd=folder).removeprefix("./")
         if not text or "/" in text or text in (".", ".."):
             return name, "a link to another folder's file (only a link to a file beside it is followed), left out"
         if text in seen:
             return name, "a link that loops (following it never reaches a file), left out"
-        seen.add(text)
+        if len(seen) == LINK_HOPS:  # each entry's chain is followed anew: bounded, staging stays linear
+            return name, f"a chain of more than {LINK_HOPS} links, left out"
+        seen.append(text)
         try:
             led_to = os.stat(text, dir_fd=folder, follow_symlinks=False)
         except FileNotFoundError:
@@ -271,7 +281,7 @@ def stage_entry(lab: Lab, entry: str, folder: int, target: Path, limits: Limits,
             return "not a regular file (a FIFO, a socket or a device), left out"
         if status.st_size > limits.submission_file_bytes:
             return f"too large (over {amount(limits.submission_file_bytes, 'bytes')}), left out"
-        if max(status.st_size, BLOCK) > room:
+        if blocks(status.st_size) > room:
             return f"with it the submission's files would be over {amount(limits.submission_bytes, 'bytes')}, left out"
         data = read_regular(name, folder, min(limits.submission_file_bytes, room))
     except OSError as exc:
