@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -469,7 +470,7 @@ def test_a_worker_that_ends_before_its_first_words_is_the_graders_failure(tmp_pa
 
 
 def test_a_uid_blocks_lock_is_never_taken_through_a_link_or_from_another_user(tmp_path):
-    """The locks live in the temporary folder, everyone's: a link planted at a lock's name (root would have made a
+    """Where the locks live in the temporary folder, everyone's (no /run): a link planted at a lock's name (root would have made a
     file where it led) and a file another user made (whose lock that user could hold) are passed over."""
     planted = tmp_path / "planted.lock"
     planted.symlink_to(tmp_path / "made-by-the-grader")
@@ -481,3 +482,17 @@ def test_a_uid_blocks_lock_is_never_taken_through_a_link_or_from_another_user(tm
         assert worker_uids.open_lock(str(theirs)) is None
     with worker_uids.open_lock(str(tmp_path / "new.lock")) as mine:
         fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="user ids of their own for workers: as root only")
+def test_a_local_user_who_made_every_lock_file_in_tmp_takes_no_block(tmp_path, monkeypatch):
+    """Root's locks live where only root makes files (/run): a file another user made at every lock's name in the
+    temporary folder left no block of user ids free, and nothing could be graded."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for block in range(worker_uids.UID_BLOCKS):
+        made = tmp_path / f"autograder-worker-uids-{block}.lock"
+        made.touch()
+        os.chown(made, 65534, 65534)
+    pool = worker_uids.UidPool()
+    assert pool.take() >= worker_uids.UID_BASE
+    pool.lock.close()
