@@ -111,7 +111,11 @@ def grade_one(job: Job, checks: str, reference: str | None, limits: Limits, repl
     args = checks_command_line(checks, job.submission, None, job.results, reference)
     args += [*limits.argv(), *judging_argv(replay, files_required),
              # Plugins a batch does not need and that cost a lane time on every submission.
-             "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings"]
+             "-p", "no:unraisableexception", "-p", "no:logging", "-p", "no:warnings",
+             # Each failure's traceback, drawn by pytest and then replaced by the kit's message (plugin's makereport),
+             # is drawn only for a lane's log (--debug), the one reader of pytest's failures section: 4-7 % of the
+             # judge's CPU on a cohort whose checks fail (profiled: TracebackException.format, ast.parse per line).
+             *([] if debug else ["--tb=no"])]
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         code = run_checks(args)
     if debug:  # the lane's log (Lane.keep_log): which job, what pytest said, how long it took
