@@ -180,7 +180,8 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         if debug:
             shutil.rmtree(out / DEBUG_FOLDER, ignore_errors=True)  # this run's logs only
             print(f"{lab.name}: each lane's log goes to {out / DEBUG_FOLDER}/", file=stream, flush=True)
-        lanes = [Lane(lab, limits, replay, files_required, out / DEBUG_FOLDER / f"lane-{n}.log" if debug else None)
+        lanes = [Lane(lab, limits, replay, files_required, out / DEBUG_FOLDER / f"lane-{n}.log" if debug else None,
+                      folders=staging)
                  for n in range(1, max(1, min(jobs, len(todo))) + 1)]
         again = why_again(lab.name, changed)
         if again:

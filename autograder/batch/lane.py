@@ -17,6 +17,7 @@ import io
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -34,8 +35,9 @@ class Lane:
     goes there, up to ``Limits.lane_log_bytes``; without, nowhere."""
 
     def __init__(self, lab: Lab, limits: Limits, replay: bool = True, files_required: bool = True,
-                 log: Path | None = None):
+                 log: Path | None = None, folders: Path | None = None):
         self.lab, self.limits, self.replay, self.files_required, self.log = lab, limits, replay, files_required, log
+        self.folders = folders  # where its judge makes its folders (workers', mutants'): its batch removes it
         self.proc = None
         self.logged = 0  # bytes of the log written: the bound holds across restarts
         self.logging: threading.Thread | None = None
@@ -46,7 +48,8 @@ class Lane:
         self.proc = start_clean(
             "autograder.batch.lane", ["--checks", str(self.lab.checks), "--reference", str(self.lab.reference),
                                       *self.limits.argv(), *judging_argv(self.replay, self.files_required),
-                                      *(["--debug"] if self.log else [])],
+                                      *(["--debug"] if self.log else []),
+                                      *(["--folders", str(self.folders)] if self.folders else [])],
             self.limits.judge_memory_bytes, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if self.log else subprocess.DEVNULL, text=True)
         if self.log:
@@ -136,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-replay", action="store_true", help="run every check in full (autograder.judge.replay)")
     parser.add_argument("--no-confinement", action="store_true", help="grade where student code's files are not confined")
     parser.add_argument("--debug", action="store_true", help="say each job's pytest output and timing on stderr")
+    parser.add_argument("--folders", help="make the judge's folders here (its batch removes them, also when it kills "
+                        "the lane)")
     options = parser.parse_args(argv)
+    tempfile.tempdir = options.folders  # None: the system's
     limits = from_options(options)
     # The back-stop: what a submission makes the judge hold is bounded already (codec's frames, a
     # check's answers); this keeps one lane from taking the machine. A lane normally maps about 0.7 GiB.

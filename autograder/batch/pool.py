@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import io
 import queue
-import signal
 import sys
 import tempfile
 import threading
@@ -121,21 +120,31 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
 
 
 def run_lanes(lanes: list[Lane], lane_loop, stopping: threading.Event) -> None:
-    """``lane_loop(lane)`` in a thread a lane, until every one ends; interrupted, ``stopping`` is set and each lane's
-    grade in flight ends now, as Ctrl-C ends a judge, not after its calls' time-outs."""
-    threads = [threading.Thread(target=lane_loop, args=(lane,)) for lane in lanes]
-    for thread in threads:
-        thread.start()
+    """``lane_loop(lane)`` in a thread a lane, until every one ends. Interrupted (Ctrl-C, SIGTERM): ``stopping`` is
+    set and every lane's judge killed, again until its thread ends (it may start one between two kills), so a grade in
+    flight ends now, not after its calls' time-outs (a student's endless loops held a SIGTERM'd run 327 s); the lanes
+    make their folders in the run's (:class:`Lane`'s ``folders``), removed after. Each thread says it ended with an
+    event: a join that a signal interrupts may take a running thread for ended (Python 3.11)."""
+    ended = [threading.Event() for _ in lanes]
+
+    def run(lane: Lane, done: threading.Event) -> None:
+        try:
+            lane_loop(lane)
+        finally:
+            done.set()
+
+    for lane, done in zip(lanes, ended):
+        threading.Thread(target=run, args=(lane, done)).start()
     try:
-        for thread in threads:
-            thread.join()
+        for done in ended:
+            done.wait()
     except BaseException:
         stopping.set()
-        for lane in lanes:
-            with contextlib.suppress(AttributeError, OSError):  # a lane between processes has none to stop
-                lane.proc.send_signal(signal.SIGINT)
-        for thread in threads:
-            thread.join()
+        while not all(done.is_set() for done in ended):
+            for lane in lanes:
+                with contextlib.suppress(AttributeError, OSError):  # a lane between two judges has none to kill
+                    lane.proc.kill()
+            time.sleep(0.05)
         raise
 
 
