@@ -80,7 +80,7 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
     # staged copy about to be removed): none is recorded, and no lane takes another submission.
     stopping = threading.Event()
 
-    def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: dict) -> str:
+    def grade_submission(lane: Lane, submission: Submission, staged: Path, stamp: dict) -> str | None:
         clock = time.monotonic()
         raw_file = staged.parent / "raw.json"
         # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
@@ -95,7 +95,7 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
             answer.error if isinstance(answer, Failed) else None,
             time.monotonic() - clock, submission.handed_in), provenance=stamp)
         if stopping.is_set():
-            return "interrupted, not recorded"
+            return None  # not recorded, nor counted as graded
         write_student(lab, student_folder(out, submission.student), record, stamp)
         return record.status
 
@@ -111,7 +111,8 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
                 except Exception as exc:  # noqa: BLE001 - one submission never stops the batch
                     seen.ungraded[submission.student] = f"{type(exc).__name__}: {exc}"
                     status = f"not graded ({type(exc).__name__}: {exc})"
-                progress.step(submission.student, status)
+                if status is not None:
+                    progress.step(submission.student, status)
         finally:
             lane.close()
 
