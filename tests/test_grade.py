@@ -647,6 +647,17 @@ def test_a_terminated_run_records_nothing_it_had_not_finished_and_leaves_no_copy
         assert len(recorded) < 25 and set(recorded.values()) == {"graded"} and "a_loops" not in recorded, recorded
 
 
+def test_every_lane_of_a_run_makes_its_folders_in_the_runs(tmp_path, monkeypatch):
+    """The lanes that grade a cohort again (--repeat, verify --repeat) make their folders in the run's too: killed by an
+    interrupt, theirs were left in TMPDIR."""
+    from autograder.batch import pool
+
+    started = []
+    monkeypatch.setattr(pool, "grade_in_lanes", lambda lab, todo, out, lanes, progress: started.extend(lanes))
+    pool.regraded(LAB, [], {}, 2, DEFAULTS, True, True, tmp_path)
+    assert [lane.folders for lane in started] == [tmp_path, tmp_path]
+
+
 def test_broken_inputs_never_stop_the_batch(tmp_path):
     cohort = tmp_path / "cohort"
     (cohort / "empty").mkdir(parents=True)

@@ -196,7 +196,7 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
         records = [r for r in records if r is not None]
         removed = remove_former_students(out, {s.student for s in cohort}) if shard is None else []
         unstable = unstable_checks(lab, records, [
-            regraded(lab, cohort, staged_folders, 1 + run % max(jobs, 1), limits, replay, files_required)
+            regraded(lab, cohort, staged_folders, 1 + run % max(jobs, 1), limits, replay, files_required, staging)
             for run in range(repeat - 1)])
         if class_files:
             write_class_files(lab, out, records, similar.result(), tuple(removed), unstable)

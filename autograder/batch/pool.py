@@ -150,14 +150,14 @@ def run_lanes(lanes: list[Lane], lane_loop, stopping: threading.Event) -> None:
 
 
 def regraded(lab: Lab, cohort: list[Submission], staged_folders: dict[str, Path], jobs: int, limits: Limits,
-             replay: bool, files_required: bool) -> dict[str, SubmissionResult]:
-    """The cohort's staged submissions graded once more, in ``jobs`` fresh lanes, into a folder of its own:
-    every student's record."""
+             replay: bool, files_required: bool, folders: Path) -> dict[str, SubmissionResult]:
+    """The cohort's staged submissions graded once more, in ``jobs`` fresh lanes (their folders in ``folders``, the
+    run's), into a folder of its own: every student's record."""
     with tempfile.TemporaryDirectory(prefix="autograder-again-") as folder:
         out = Path(folder)
         handed_in = [(s, staged_folders[s.student], {}) for s in cohort if not s.problems and s.handed_in]
-        grade_in_lanes(lab, handed_in, out, [Lane(lab, limits, replay, files_required) for _ in range(jobs)],
-                       Progress(lab.name, 0, io.StringIO()))
+        grade_in_lanes(lab, handed_in, out, [Lane(lab, limits, replay, files_required, folders=folders)
+                                             for _ in range(jobs)], Progress(lab.name, 0, io.StringIO()))
         return {s.student: record for s, *_ in handed_in if (record := read_record(student_folder(out, s.student)))}
 
 
