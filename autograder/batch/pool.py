@@ -59,6 +59,9 @@ class Progress:
             self.stream.flush()
 
 
+INTERRUPT_GRACE = 1.0  # s: a signal reaches the run's main thread within milliseconds
+
+
 @dataclass
 class LaneRun:
     """What the lanes of one run learnt besides each student's files."""
@@ -84,6 +87,8 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
         clock = time.monotonic()
         raw_file = staged.parent / "raw.json"
         # Nothing handed in, or a link instead of a folder: nothing to run, the status says why.
+        if stopping.is_set():  # taken just before the run was interrupted: no judge started for it
+            return None
         answer = None if submission.problems or not submission.handed_in else lane.grade(staged, raw_file)
         run = read_run(raw_file) if isinstance(answer, Graded) and raw_file.is_file() else None
         with lock:
@@ -94,7 +99,9 @@ def grade_in_lanes(lab: Lab, todo: list[tuple[Submission, Path, dict]], out: Pat
             lab, submission.student, run, submission.problems, submission.notes,
             answer.error if isinstance(answer, Failed) else None,
             time.monotonic() - clock, submission.handed_in), provenance=stamp)
-        if stopping.is_set():
+        # A lane ended by the signal that interrupts the run (sent to the whole process group: timeout, kill -TERM
+        # -<pgid>) can fail its grade before this run knows it is interrupted: a failed lane waits a moment for that.
+        if stopping.is_set() or (isinstance(answer, Failed) and stopping.wait(INTERRUPT_GRACE)):
             return None  # not recorded, nor counted as graded
         write_student(lab, student_folder(out, submission.student), record, stamp)
         return record.status
