@@ -145,7 +145,10 @@ def run_lanes(lanes: list[Lane], lane_loop, stopping: threading.Event) -> None:
         threading.Thread(target=run, args=(lane, done)).start()
     try:
         for done in ended:
-            done.wait()
+            # Awake every moment: a signal the kernel hands to another thread of this process reaches Python's handler
+            # only when the main thread runs again (blocked, it slept through a SIGTERM until every lane had ended).
+            while not done.wait(0.2):
+                pass
     except BaseException:
         stopping.set()
         while not all(done.is_set() for done in ended):
