@@ -1,12 +1,14 @@
 """The judge reads a worker's answers safely: only plain data comes back, malformed frames fail."""
 
 import io
+import socket
 import struct
+import threading
 
 import pytest
 import torch
 
-from autograder.harness.codec import CodecError, GeneratorSpec, encode, read_frame
+from autograder.harness.codec import CodecError, GeneratorSpec, Unread, encode, read_frame, recv_exact
 from autograder.limits import DEFAULTS
 
 
@@ -57,3 +59,38 @@ def test_malformed_frames_are_refused(header, blobs):
 def test_oversized_frames_are_refused_before_reading_them():
     with pytest.raises(CodecError):
         read_frame(frame(b"{}"), 1, DEFAULTS.header_bytes)
+
+
+class CountedSocket:
+    """A socket whose recv calls are counted."""
+
+    def __init__(self, sock):
+        self.sock, self.recvs = sock, 0
+
+    def recv(self, n: int) -> bytes:
+        self.recvs += 1
+        return self.sock.recv(n)
+
+
+def test_a_frame_that_has_come_is_read_in_one_recv_and_no_more_than_one_recv_is_held_ahead():
+    """A frame is read in pieces (its header's size, the header, each blob's size and bytes): each recv takes what has
+    come (one recv a piece was four or more a frame, on each side of every call), and a peer that sends ahead is read
+    no further than one recv beyond the piece asked for."""
+    first, second = {"t": torch.arange(6.0), "u": torch.ones(3)}, ("second", torch.zeros(2, 2))
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(encode(first) + encode(second))
+        sock, unread = CountedSocket(ours), Unread()
+        read = lambda n: recv_exact(sock, unread, n)  # noqa: E731
+        back = read_frame(read, DEFAULTS.frame_bytes, DEFAULTS.header_bytes)
+        assert sock.recvs == 1 and torch.equal(back["u"], first["u"])
+        assert read_frame(read, DEFAULTS.frame_bytes, DEFAULTS.header_bytes)[0] == "second" and sock.recvs == 1
+        sender = threading.Thread(target=theirs.sendall, args=(b"\0" * (3 << 20),))
+        sender.start()
+        read(8)
+        assert len(unread.data) < Unread.RECV_BYTES[1]
+        assert read((3 << 20) - 8) == b"\0" * ((3 << 20) - 8)
+        sender.join()
+        theirs.shutdown(socket.SHUT_WR)
+        with pytest.raises(EOFError):
+            read(1)

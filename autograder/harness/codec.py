@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import struct
-import time
 
 import torch
 
@@ -133,21 +132,38 @@ def decode(header: bytes, blobs: list[bytes]):
         raise CodecError(f"malformed message: {type(exc).__name__}") from None
 
 
-def recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
-    """``n`` bytes from a socket; EOFError when the peer is gone, TimeoutError past ``deadline``."""
-    chunks, remaining = [], n
-    while remaining:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            sock.settimeout(left)
-        chunk = sock.recv(min(remaining, 1 << 20))  # a socket time-out is a TimeoutError
+class Unread:
+    """What has come from a socket and is not read yet. A frame is read in pieces (its header's size, the
+    header, each blob's size and bytes): each ``recv`` takes what has come, up to a bound, instead of the piece
+    alone, so that a frame costs one or two system calls, not two or more a piece. It never holds more than the
+    piece asked for and one ``recv``: a peer that sends ahead fills the socket's buffer, not this one."""
+
+    RECV_BYTES = (1 << 16, 1 << 20)  # what one recv asks for at least and at most
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def wanted(self, n: int) -> int:
+        """How many bytes to ask ``recv`` for before ``n`` can be taken (0: they are here)."""
+        missing = n - len(self.data)
+        return 0 if missing <= 0 else min(max(missing, self.RECV_BYTES[0]), self.RECV_BYTES[1])
+
+    def add(self, chunk: bytes) -> None:
         if not chunk:
             raise EOFError
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+        self.data += chunk
+
+    def take(self, n: int) -> bytes:
+        piece = bytes(self.data[:n])
+        del self.data[:n]
+        return piece
+
+
+def recv_exact(sock, unread: Unread, n: int) -> bytes:
+    """``n`` bytes from a blocking socket, through what came from it earlier; EOFError when the peer is gone."""
+    while want := unread.wanted(n):
+        unread.add(sock.recv(want))
+    return unread.take(n)
 
 
 def read_frame_bytes(read_exact, limit: int, header_limit: int) -> bytes:

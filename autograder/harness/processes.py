@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autograder.harness import cgroup, sandbox, worker_uids
-from autograder.harness.codec import decode_frame, encode, read_frame_bytes
+from autograder.harness.codec import Unread, decode_frame, encode, read_frame_bytes
 from autograder.harness.messages import Configure, ForkConfined, ForkTrusted, Hello
 from autograder.harness.zygote_client import Zygote, parent_of
 from autograder.limits import PROGRESS_SECONDS, Limits
@@ -76,6 +76,7 @@ class WorkerProcess:
         self.missing: list[str] = []  # what the judge could not set up for its sandbox
         self.report: dict | None = None  # what its sandbox enforced, from its first words
         self.printed = OutputTail(limits.output_tail_bytes)
+        self.unread = Unread()  # what came from its socket beyond the pieces read so far
         self.zygote = zygote = Zygote.shared()
         if not confined:  # trusted code: forked by the zygote too (no torch import), without a sandbox
             request = ForkTrusted(root=str(root), lab_allows=sorted(self.lab_allows))
@@ -144,8 +145,7 @@ class WorkerProcess:
                                 self.limits.header_bytes)
 
     def _read_exact(self, n: int, deadline: float, progress: Progress | None) -> bytes:
-        chunks, remaining = [], n
-        while remaining:
+        while want := self.unread.wanted(n):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
@@ -159,12 +159,8 @@ class WorkerProcess:
                     os.close(self.output)
                     self.output = None
             if self.sock in ready:
-                chunk = self.sock.recv(min(remaining, 1 << 20))
-                if not chunk:
-                    raise EOFError
-                chunks.append(chunk)
-                remaining -= len(chunk)
-        return b"".join(chunks)
+                self.unread.add(self.sock.recv(want))
+        return self.unread.take(n)
 
     def ending(self, grace: float) -> dict:
         """How the worker ended, as :class:`Failure` fields: ``signal``, ``exit_code`` or, when the

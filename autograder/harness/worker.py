@@ -24,7 +24,7 @@ import traceback
 
 import torch
 
-from autograder.harness.codec import CodecError, GeneratorSpec, HandleRef, encode, read_frame, recv_exact
+from autograder.harness.codec import CodecError, GeneratorSpec, HandleRef, Unread, encode, read_frame, recv_exact
 from autograder.harness.guards import Forbidden, Guards, ImportRefused, SubmissionImports
 from autograder.harness.messages import (CONTINUE_STREAM, Answered, Build, Call, Configure, Grad, Hello,
                                          MessageError, Method, Request, WorkerError)
@@ -316,9 +316,10 @@ def run(root: str, sock: socket.socket, report=None) -> None:
     sys.meta_path.append(imports)
     worker = Worker(root, imports)
     signal.signal(signal.SIGALRM, time_is_up)
+    unread = Unread()
     while True:
         try:
-            wire = read_frame(lambda n: recv_exact(sock, n), worker.frame_bytes, worker.header_bytes)
+            wire = read_frame(lambda n: recv_exact(sock, unread, n), worker.frame_bytes, worker.header_bytes)
         except (EOFError, OSError):
             return
         sock.sendall(answer(worker, wire))
