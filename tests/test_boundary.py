@@ -586,3 +586,23 @@ def test_student_names_never_collide(tmp_path):
     table = grades_table(out / LAB.name)
     assert sorted(table) == sorted(names)
     assert all(row["total"] == "100" and row["status"] == "graded" for row in table.values()), table
+
+
+def test_a_cgroup_left_at_a_workers_name_is_emptied_and_the_worker_still_gets_its_ceiling():
+    """A judge killed while its worker ran leaves that worker's cgroup (a CI job's SIGKILL, the interrupt of a run):
+    the next worker with that user id (its block claimed again) ran without a memory ceiling (FileExistsError)."""
+    uids = worker_uids.UidPool()
+    uid = uids.take()
+    left = cgroup.hierarchy().own / cgroup.name_of(uid)
+    left.mkdir()
+    stray = subprocess.Popen(["sleep", "600"])
+    try:
+        (left / "cgroup.procs").write_text(str(stray.pid))
+        made = cgroup.WorkerCgroup(uid, 1 << 30)
+        assert stray.wait(timeout=10) == -signal.SIGKILL
+        assert (left / "cgroup.procs").read_text() == ""
+        made.remove()
+        assert not left.exists()
+    finally:
+        stray.kill()
+        cgroup.remove(left, attempts=1)

@@ -17,9 +17,11 @@ and the grader's warning says why.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import select
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +131,18 @@ def remove_left_over(uids: range) -> None:
             remove(folder, attempts=1)
 
 
+def empty(folder: Path) -> None:
+    """Stop every process left in the cgroup ``folder`` and remove it."""
+    kill = folder / "cgroup.kill"  # v2, Linux 5.14: the kernel kills them all, forks racing it too
+    if kill.exists():
+        kill.write_text("1")
+    else:
+        for pid in (folder / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    remove(folder)
+
+
 def remove(folder: Path, attempts: int = 100) -> None:
     """Remove an empty cgroup; the kernel may take a moment to let go of the processes that ended."""
     for _ in range(attempts):
@@ -148,7 +162,11 @@ class WorkerCgroup:
     def __init__(self, uid: int, total_bytes: int):
         self.hierarchy = hierarchy()
         self.folder = self.hierarchy.own / name_of(uid)
-        self.folder.mkdir()
+        try:
+            self.folder.mkdir()
+        except FileExistsError:  # left by a judge killed while its worker ran (this uid's block is ours now):
+            empty(self.folder)  # its processes are that judge's, which is gone; a worker without a ceiling is not
+            self.folder.mkdir()
         try:
             self.hierarchy.limit(self.folder, total_bytes)
             self.oom_events = self.hierarchy.oom_events(self.folder)
