@@ -618,7 +618,9 @@ def test_a_terminated_run_records_nothing_it_had_not_finished_and_leaves_no_copy
     """SIGTERM (kill, a cancelled CI job) ends make grade as Ctrl-C does, in a line: what was graded is kept, the grades
     in flight are stopped, not recorded, and no lane takes another (they went on and recorded 0, "error:
     FileNotFoundError", for every student left, their copies removed under them: a run resumed later skipped them; a
-    student whose every function loops held the run 327 s), and nothing is left in TMPDIR."""
+    student whose every function loops held the run 327 s), and nothing is left in TMPDIR. The same for a SIGTERM to the
+    whole process group (timeout, systemd), which ends the lanes' judges before they clean up after themselves; the run
+    resumed after it goes on from what was finished."""
     cohort, out, scratch = tmp_path / "cohort", tmp_path / "out", tmp_path / "tmp"
     for i in range(24):
         shutil.copytree(SOLUTIONS, cohort / f"s{i:02}" / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
@@ -629,20 +631,25 @@ def test_a_terminated_run_records_nothing_it_had_not_finished_and_leaves_no_copy
     for module in loops.glob("*.py"):
         module.write_text(module.read_text().replace("):\n", "):\n    while True:\n        pass\n"))
     scratch.mkdir()
-    run = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
-                            "--jobs", "2"], cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           env={**os.environ, "TMPDIR": str(scratch)}, start_new_session=True)
-    deadline = time.monotonic() + 300
-    while not list(out.glob(f"{LAB.name}/students/*/.fingerprint")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    run.send_signal(signal.SIGTERM)
-    said = run.communicate(timeout=120)[1]  # it held 327 s
-    assert run.returncode == 130 and said.endswith("interrupted: what was finished is kept (the same command again goes "
-                                                   "on from there)\n") and "Traceback" not in said, said[-2000:]
-    assert [path.name for path in scratch.iterdir() if path.is_dir()] == []
-    recorded = {path.parent.name: json.loads(path.read_text())["status"]
-                for path in out.glob(f"{LAB.name}/students/*/summary.json")}
-    assert len(recorded) < 25 and set(recorded.values()) == {"graded"} and "a_loops" not in recorded, recorded
+    fingerprints = f"{LAB.name}/students/*/.fingerprint"
+    for whole_group in (False, True):
+        before = {path.parent.name for path in out.glob(fingerprints)}
+        run = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out",
+                                str(out), "--jobs", "2"], cwd=KIT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "TMPDIR": str(scratch)}, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while len(list(out.glob(fingerprints))) <= len(before) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (os.killpg if whole_group else os.kill)(run.pid, signal.SIGTERM)
+        printed, said = run.communicate(timeout=120)  # it held 327 s
+        assert run.returncode == 130 and said.endswith("interrupted: what was finished is kept (the same command again "
+                                                       "goes on from there)\n") and "Traceback" not in said, \
+            (whole_group, printed[-2000:], said[-2000:])
+        assert [path.name for path in scratch.iterdir() if path.is_dir()] == [], whole_group
+        recorded = {path.parent.name: json.loads(path.read_text())["status"]
+                    for path in out.glob(f"{LAB.name}/students/*/summary.json")}
+        assert before < set(recorded) and len(recorded) < 25 and set(recorded.values()) == {"graded"} and \
+            "a_loops" not in recorded, (whole_group, recorded, printed[-2000:], said[-2000:])
 
 
 def test_every_lane_of_a_run_makes_its_folders_in_the_runs(tmp_path, monkeypatch):
