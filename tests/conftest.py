@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import types
 from pathlib import Path
 
@@ -42,6 +43,13 @@ def grade(submission: Path, results: Path, part: str | None = None, lab: Lab = L
     run = subprocess.run(command, cwd=KIT, capture_output=True, text=True, timeout=900)
     assert results.is_file(), f"the checks wrote no results:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     return json.loads(results.read_text())
+
+
+def hang(indent: str = "    ") -> str:
+    """Lines that hang as an endless loop does, asleep: a call's time-out (the judge's clock) ends them as it ends a
+    busy loop (test_check, test_sandbox and test_fairness's loop_at_import show busy loops interrupted), without a core
+    spinning through the time-out while the other tests wait for it."""
+    return textwrap.indent("import time\nwhile True:\n    time.sleep(1)\n", indent)
 
 
 def submission_with(tmp_path: Path, replacements: dict[str, str | None], lab: Lab = LAB,

@@ -16,16 +16,14 @@ import pytest
 
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS
-from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, grades_table, once_per_run, submission_with
+from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, grades_table, hang, once_per_run, submission_with
 
 # slow: grades, or starts processes (left out of make test-fast). One xdist worker runs the module (--dist loadgroup):
 # another that needed the cohort graded once per run would idle on its lock while it is built (its lanes sleep through time-outs).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fairness")]
 
 FULL = {"scores": 10, "softmax": 15, "projections": 20, "masking": 20, "dropout": 10, "heads": 25}
-# Hangs that sleep: each costs its calls' time-outs as a busy loop would (test_check and test_sandbox show
-# busy loops interrupted, and loop_at_import spins), without a CPU spinning through every time-out.
-LOOP = "    import time\n    while True:\n        time.sleep(1)\n"
+LOOP = hang()  # costs its calls' time-outs as a busy loop would (loop_at_import spins)
 
 # student: (module, text appended to the reference module, the part it may cost, status)
 MISTAKES = {

@@ -32,7 +32,7 @@ from autograder.harness.sandbox import views_of_their_own
 from autograder.judge import plugin
 from autograder.judge.misconceptions import Diagnoser, load_catalogue
 from autograder.results import CheckResult, CohortRun, RunResults, write_run
-from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table
+from conftest import DEMO, KIT, LAB, LABS, PARTS, SOLUTIONS, grades_table, hang
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
@@ -629,7 +629,7 @@ def test_a_terminated_run_records_nothing_it_had_not_finished_and_leaves_no_copy
     loops = cohort / "a_loops" / "attention"  # graded first, by one lane, while the other grades the rest
     shutil.copytree(SOLUTIONS, loops, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     for module in loops.glob("*.py"):
-        module.write_text(module.read_text().replace("):\n", "):\n    while True:\n        pass\n"))
+        module.write_text(module.read_text().replace("):\n", "):\n" + hang()))
     scratch.mkdir()
     fingerprints = f"{LAB.name}/students/*/.fingerprint"
     for whole_group in (False, True):

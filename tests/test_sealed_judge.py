@@ -17,7 +17,7 @@ from bs4 import BeautifulSoup
 
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.lab import Lab
-from conftest import KIT, LAB, grades_table, once_per_run
+from conftest import KIT, LAB, grades_table, hang, once_per_run
 
 # slow: grades, or starts processes (left out of make test-fast). One xdist worker runs the module (--dist loadgroup):
 # another that needed the cohort graded once per run would idle on its lock while it is built (one lane).
@@ -116,8 +116,7 @@ class _Hanging(nn.Module):
         super().__init__()
 
     def forward(self, *args, **kwargs):
-        while True:
-            pass
+        HANG
 
 
 def MultiHeadAttentionWrapper(*args, **kwargs):
@@ -126,7 +125,7 @@ def MultiHeadAttentionWrapper(*args, **kwargs):
 
 def MultiHeadAttention(*args, **kwargs):
     return type("MultiHeadAttention", (_Hanging,), {"__module__": f"made_up_{next(_names)}"})()
-"""
+""".replace("        HANG\n", hang("        "))
 
 
 def test_calls_are_charged_to_what_the_judge_called_not_to_claimed_names(tmp_path):
@@ -147,7 +146,7 @@ def test_a_submission_cannot_spend_more_than_its_total(tmp_path):
     """The judge's clock bounds the whole submission, whatever the modules' budgets allow: the calls
     (and the forks of their workers; the zygote's own start is the grader's) until 2.5 s, then nothing."""
     for name in ("one", "two", "three", "four"):
-        (tmp_path / f"{name}.py").write_text("def spin():\n    while True:\n        pass\n")
+        (tmp_path / f"{name}.py").write_text("def spin():\n" + hang())
     code = RemoteCode(tmp_path, timeout=1.0, budget=10.0, total_budget=2.5)
     try:
         errors = []
@@ -353,19 +352,18 @@ _forward = CausalAttention.forward
 def _probing(self, x):
     if tuple(x.shape) == (2, 9, 6):  # a shape only a hidden check uses (test_causal_attention_matches_sdpa)
         print("y" * (17 * 2**20))
-        while True:
-            pass
+        HANG
     return _forward(self, x)
 
 
 CausalAttention.forward = _probing
-"""
+""".replace("        HANG\n", hang("        "))
 
 
 def test_what_hidden_checks_caused_is_not_in_the_feedback_shown_before_publication(tmp_path):
     out = tmp_path / "out"
     masking = (LAB.reference / "masking.py").read_text() + PROBE
-    # It spins until its call's time-out: 5 s, not 10, still lets its 17 MiB print finish on a busy machine.
+    # It hangs until its call's time-out: 5 s, not 10, still lets its 17 MiB print finish on a busy machine.
     run_grade(cohort(tmp_path, LAB, {"a_probe": {"masking": masking}}), out, LAB, "--call-timeout", "5")
     assert "timed out: masking.CausalAttention.forward" in grades_table(out / LAB.name)["a_probe"]["status"]  # the probe ran
     shown = json.loads((out / LAB.name / "students" / "a_probe" / "results.json").read_text())["output"]
