@@ -131,7 +131,7 @@ def open_in_cohort(lab: Lab, submission: Submission) -> int | None:
     """A cohort's ``<student>/<lab>/`` opened by its path, never through a link (it could lead anywhere: the
     reference, another student): ``<student>/`` lies in the instructor's folder, ``<lab>/`` in the student's."""
     source = submission.folder
-    if source.is_symlink() or source.parent.is_symlink():
+    if source.parent.is_symlink():  # <lab>/ itself: open_last
         submission.problems.append(linked(lab))
         return None
     return open_last(lab, submission, os.open(source.parent, os.O_RDONLY | os.O_DIRECTORY))
