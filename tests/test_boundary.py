@@ -588,21 +588,25 @@ def test_student_names_never_collide(tmp_path):
     assert all(row["total"] == "100" and row["status"] == "graded" for row in table.values()), table
 
 
-def test_a_cgroup_left_at_a_workers_name_is_emptied_and_the_worker_still_gets_its_ceiling():
-    """A judge killed while its worker ran leaves that worker's cgroup (a CI job's SIGKILL, the interrupt of a run):
-    the next worker with that user id (its block claimed again) ran without a memory ceiling (FileExistsError)."""
+def test_a_cgroup_left_at_a_workers_name_is_made_again_and_one_in_use_is_never_touched():
+    """A judge killed while its worker ran leaves that worker's cgroup (a CI job's SIGKILL, the interrupt of a run): the
+    next worker with that user id (its block claimed again) ran without a memory ceiling (FileExistsError). Removed once
+    its processes have ended; one that still holds a process (a grader that cannot see this one's locks, with the same
+    user ids) is left alone: its worker runs on, and this one goes without a ceiling, as it did."""
     uids = worker_uids.UidPool()
     uid = uids.take()
     left = cgroup.hierarchy().own / cgroup.name_of(uid)
     left.mkdir()
-    stray = subprocess.Popen(["sleep", "600"])
+    cgroup.WorkerCgroup(uid, 1 << 30).remove()
+    assert not left.exists()
+    left.mkdir()
+    other = subprocess.Popen(["sleep", "600"])
     try:
-        (left / "cgroup.procs").write_text(str(stray.pid))
-        made = cgroup.WorkerCgroup(uid, 1 << 30)
-        assert stray.wait(timeout=10) == -signal.SIGKILL
-        assert (left / "cgroup.procs").read_text() == ""
-        made.remove()
-        assert not left.exists()
+        (left / "cgroup.procs").write_text(str(other.pid))
+        with pytest.raises(FileExistsError):
+            cgroup.WorkerCgroup(uid, 1 << 30)
+        assert other.poll() is None and (left / "cgroup.procs").read_text().split() == [str(other.pid)]
     finally:
-        stray.kill()
-        cgroup.remove(left, attempts=1)
+        other.kill()
+        other.wait()
+        cgroup.remove(left)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import os
 import select
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,27 +129,6 @@ def remove_left_over(uids: range) -> None:
             remove(folder, attempts=1)
 
 
-def empty(folder: Path) -> None:
-    """Stop every process left in the cgroup ``folder`` and remove it."""
-    kill, procs = folder / "cgroup.kill", folder / "cgroup.procs"
-    if kill.exists():  # v2, Linux 5.14: the kernel kills them all, forks racing it too
-        kill.write_text("1")
-    else:
-        for pid in procs.read_text().split():
-            try:
-                process = os.pidfd_open(int(pid))
-            except ProcessLookupError:
-                continue
-            try:  # still in the cgroup once held: the pid was not reused by another process meanwhile
-                if pid in procs.read_text().split():
-                    signal.pidfd_send_signal(process, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            finally:
-                os.close(process)
-    remove(folder)
-
-
 def remove(folder: Path, attempts: int = 100) -> None:
     """Remove an empty cgroup; the kernel may take a moment to let go of the processes that ended."""
     for _ in range(attempts):
@@ -172,8 +150,9 @@ class WorkerCgroup:
         self.folder = self.hierarchy.own / name_of(uid)
         try:
             self.folder.mkdir()
-        except FileExistsError:  # left by a judge killed while its worker ran (this uid's block is ours now):
-            empty(self.folder)  # its processes are that judge's, which is gone; a worker without a ceiling is not
+        except FileExistsError:  # left by a judge killed while its worker ran: removed once its processes have ended.
+            # Never emptied by force: a grader that cannot see this one's locks may hold the same ids (worker_uids).
+            remove(self.folder, attempts=20)
             self.folder.mkdir()
         try:
             self.hierarchy.limit(self.folder, total_bytes)

@@ -135,8 +135,8 @@ def decode(header: bytes, blobs: list[bytes]):
 class Unread:
     """What has come from a socket and is not read yet. A frame is read in pieces (its header's size, the
     header, each blob's size and bytes): each ``recv`` takes what has come, up to a bound, instead of the piece
-    alone, so that a frame costs one or two system calls, not two or more a piece. It never holds more than the
-    piece asked for and one ``recv``: a peer that sends ahead fills the socket's buffer, not this one."""
+    alone, so that a frame costs one or two system calls, not two or more a piece. Beyond the piece asked for it holds
+    less than the least a ``recv`` asks (64 KiB): a peer that sends ahead fills the socket's buffer, not this one."""
 
     RECV_BYTES = (1 << 16, 1 << 20)  # what one recv asks for at least and at most
 
@@ -154,7 +154,8 @@ class Unread:
         self.data += chunk
 
     def take(self, n: int) -> bytes:
-        piece = bytes(self.data[:n])
+        with memoryview(self.data) as view:  # one copy of the piece, not a slice and then its copy
+            piece = bytes(view[:n])
         del self.data[:n]
         return piece
 
@@ -168,7 +169,8 @@ def recv_exact(sock, unread: Unread, n: int) -> bytes:
 
 def read_frame_bytes(read_exact, limit: int, header_limit: int) -> bytes:
     """One whole frame, undecoded, read with ``read_exact(n) -> bytes``; frames over ``limit`` (a header
-    over ``header_limit``) are refused before their contents are read. The lab's largest answers are a few
+    over ``header_limit``) are refused before their contents are read (but for what one recv took beyond their size,
+    under 64 KiB, never decoded: :class:`Unread`). The lab's largest answers are a few
     hundred KiB; the caps (``Limits.frame_bytes``, ``header_bytes``) bound what a hostile worker can make
     the judge read."""
     head = read_exact(8)
