@@ -138,7 +138,7 @@ class Unread:
     alone, so that a frame costs one or two system calls, not two or more a piece. Beyond the piece asked for it holds
     less than the least a ``recv`` asks (64 KiB): a peer that sends ahead fills the socket's buffer, not this one."""
 
-    RECV_BYTES = (1 << 16, 1 << 20)  # what one recv asks for at least and at most
+    RECV_LEAST, RECV_MOST = 1 << 16, 1 << 20  # what one recv asks for
 
     def __init__(self):
         self.data = bytearray()
@@ -146,7 +146,7 @@ class Unread:
     def wanted(self, n: int) -> int:
         """How many bytes to ask ``recv`` for before ``n`` can be taken (0: they are here)."""
         missing = n - len(self.data)
-        return 0 if missing <= 0 else min(max(missing, self.RECV_BYTES[0]), self.RECV_BYTES[1])
+        return 0 if missing <= 0 else min(max(missing, self.RECV_LEAST), self.RECV_MOST)
 
     def add(self, chunk: bytes) -> None:
         if not chunk:

@@ -165,11 +165,11 @@ class Diagnoser:
             mutants = self.catalogue.get(part, [])
             candidates = [m for m in mutants
                           if any(self.alike(m, part, calls) for calls, tells in zip(checks, telling) if tells)]
-            if not candidates:  # none to name (the checks below would run every mutant on every check: most
-                return [[] for _ in checks]  # of a lane's diagnosis, for mistakes the catalogue lacks)
             # A check no mutant answers as the student did tells none of them apart (answers drawn from
             # another random stream than the reference's, a mistake the catalogue lacks): it contradicts none.
-            telling_apart = [calls for calls in evidence if any(self.alike(m, part, calls) for m in mutants)]
+            # Without a candidate, none stands whatever they tell (and finding them ran every mutant on every check).
+            telling_apart = [calls for calls in evidence
+                             if any(self.alike(m, part, calls) for m in mutants)] if candidates else []
             standing = [m for m in candidates if all(self.alike(m, part, calls) for calls in telling_apart)]
         except Undetermined:  # nothing kept of this run: the next student with these answers gets another try
             return [[] for _ in checks]
