@@ -100,8 +100,11 @@ def checks_command_line(checks, submission, part: str | None, results_json: str 
     # message replaces that text anyway (pytest_runtest_makereport); native only reads lines.
     # No ini file (-c) and no conftest.py: one in any folder above the checks (a student's repository in CI, a
     # grader's projects folder) joined the judge, and a hook there gave stubs full marks.
-    args = [str(checks), *PLUGINS, "-p", "no:cacheprovider", "--rootdir", str(checks), "--noconftest",
-            "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
+    # --confcutdir: the checks' folder is where collection starts. Without it (the ini file's folder, /dev, is no
+    # parent of the checks) pytest collected every folder above them, each time: a Dir node for each entry of /tmp or
+    # a home folder (a 452-entry /tmp: 9 % of a lane's judge on the second lab's corpus).
+    args = [str(checks), *PLUGINS, "-p", "no:cacheprovider", "--rootdir", str(checks), "--confcutdir", str(checks),
+            "--noconftest", "-c", os.devnull, "--submission", str(submission), "-q", "--no-header", "-rN",
             "--tb=native", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     if part:
         args += ["-m", part]
