@@ -1,5 +1,6 @@
 """Shared paths and the one way the kit's tests grade a folder: the real command line."""
 
+import contextlib
 import csv
 import gc
 import io
@@ -43,6 +44,18 @@ def grade(submission: Path, results: Path, part: str | None = None, lab: Lab = L
     run = subprocess.run(command, cwd=KIT, capture_output=True, text=True, timeout=900)
     assert results.is_file(), f"the checks wrote no results:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     return json.loads(results.read_text())
+
+
+def run_here(*argv: str) -> types.SimpleNamespace:
+    """``python -m autograder <argv>`` run in this test process: the same command line and code, its lanes forked by
+    this process's judge server (one a test worker, shared by its tests), not by a new process that imports torch again
+    (1.5 CPU-s a grade). What a ``subprocess.run`` would give: ``returncode``, ``stdout``, ``stderr``."""
+    from autograder.__main__ import main
+
+    printed, said = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
+        code = main(list(argv))
+    return types.SimpleNamespace(returncode=code, stdout=printed.getvalue(), stderr=said.getvalue())
 
 
 def hang(indent: str = "    ") -> str:

@@ -16,7 +16,7 @@ import pytest
 
 from autograder.lab import Lab
 from autograder.limits import DEFAULTS
-from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, grades_table, hang, once_per_run, submission_with
+from conftest import KIT, LAB, PARTS, SOLUTIONS, grade, grades_table, hang, once_per_run, run_here, submission_with
 
 # slow: grades, or starts processes (left out of make test-fast). One xdist worker runs the module (--dist loadgroup):
 # another that needed the cohort graded once per run would idle on its lock while it is built (its lanes sleep through time-outs).
@@ -78,9 +78,8 @@ def graded(tmp_path_factory):
         # answer (after three of its calls hung, each with its worker's restart charged) are still asked.
         # The hangs sleep through their time-outs, so four lanes wait side by side on two cores (57 -> 34 s;
         # with the budget, about 25 s).
-        run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out",
-                              str(shared / "out"), "--jobs", "4", "--force", "--call-timeout", "1", "--budget", "10"],
-                             cwd=KIT, capture_output=True, text=True, timeout=1200)
+        run = run_here("grade", "--submissions", str(cohort), "--out", str(shared / "out"), "--jobs", "4", "--force",
+                       "--call-timeout", "1", "--budget", "10")
         assert run.returncode == 0, run.stderr[-3000:]
 
     out = once_per_run(tmp_path_factory, "fairness", build) / "out" / LAB.name  # the lab's reports

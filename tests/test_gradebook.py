@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEMO, KIT, nbgrader_course, run_in_course
+from conftest import DEMO, KIT, nbgrader_course, run_here, run_in_course
 
 pytestmark = pytest.mark.slow  # grades, or starts processes: left out of make test-fast
 
 
 def grade_into_gradebook(cohort: Path, out: Path, db_url: str, labs=("attention", "transformer")) -> None:
     only = ["--lab", labs[0]] if len(labs) == 1 else []
-    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out", str(out),
-                          "--nbgrader", "--gradebook", db_url, "--jobs", "1", *only], cwd=KIT, capture_output=True, text=True,
-                         timeout=900)
+    run = run_here("grade", "--submissions", str(cohort), "--out", str(out), "--nbgrader", "--gradebook", db_url,
+                   "--jobs", "1", *only)
     assert run.returncode == 0, run.stderr[-3000:]
     for lab in labs:  # one nbgrader assignment per lab
         assert f"recorded the {lab} points of 2 students in {db_url}" in run.stdout
@@ -75,9 +74,8 @@ def test_a_folder_name_that_is_not_utf8_is_refused_alone(tmp_path):
         shutil.copytree(DEMO / student / "attention", cohort / student / "attention")
     shutil.copytree(DEMO / "ada" / "attention", Path(os.fsdecode(cohort)) / os.fsdecode(b"b\xff") / "attention")
     db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
-    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(cohort), "--out",
-                          str(tmp_path / "grades"), "--nbgrader", "--gradebook", db_url, "--jobs", "1", "--lab", "attention"],
-                         cwd=KIT, capture_output=True, text=True, timeout=900)
+    run = run_here("grade", "--submissions", str(cohort), "--out", str(tmp_path / "grades"), "--nbgrader",
+                   "--gradebook", db_url, "--jobs", "1", "--lab", "attention")
     assert run.returncode == 1, run.stderr[-3000:]
     assert f"recorded the attention points of 2 students in {db_url}" in run.stdout
     assert "error: not recorded in the gradebook: attention: b\\xff: a folder name that is not UTF-8" in run.stderr

@@ -17,7 +17,7 @@ from bs4 import BeautifulSoup
 
 from autograder.harness.remote import RemoteCode, StudentError
 from autograder.lab import Lab
-from conftest import KIT, LAB, grades_table, hang, once_per_run
+from conftest import KIT, LAB, grades_table, hang, once_per_run, run_here
 
 # slow: grades, or starts processes (left out of make test-fast). One xdist worker runs the module (--dist loadgroup):
 # another that needed the cohort graded once per run would idle on its lock while it is built (one lane).
@@ -41,10 +41,9 @@ def cohort(tmp_path: Path, lab: Lab, attackers: dict[str, dict[str, str]]) -> Pa
     return root
 
 
-def run_grade(submissions: Path, out: Path, lab: Lab, *options: str) -> subprocess.CompletedProcess:
-    run = subprocess.run([sys.executable, "-m", "autograder", "grade", "--submissions", str(submissions),
-                          "--out", str(out), "--lab", lab.name, "--jobs", "1", "--force", *options],
-                         cwd=KIT, capture_output=True, text=True, timeout=900)
+def run_grade(submissions: Path, out: Path, lab: Lab, *options: str):
+    run = run_here("grade", "--submissions", str(submissions), "--out", str(out), "--lab", lab.name, "--jobs", "1",
+                   "--force", *options)
     assert run.returncode == 0, run.stderr[-3000:]
     table = grades_table(out / lab.name)
     assert table["b_honest"]["total"] == "100" and table["c_stubs"]["total"] == "0", table

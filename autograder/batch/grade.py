@@ -149,7 +149,7 @@ def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], refer
 
 
 def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool = False,
-          limits: Limits = DEFAULTS, stream=sys.stderr, replay: bool = True, class_files: bool = True,
+          limits: Limits = DEFAULTS, stream=None, replay: bool = True, class_files: bool = True,
           shard: Shard | Chosen | None = None, files_required: bool = True, repeat: int = 1, strip_prefix: str = "",
           debug: bool = False) -> CohortRun:
     """Grade the cohort's ``lab`` in ``submissions`` into ``out`` (that lab's reports); return the
@@ -164,10 +164,12 @@ def grade(lab: Lab, submissions: Path, out: Path, jobs: int = JOBS, force: bool 
     confine student code's files, unless ``files_required`` is False (``--no-confinement``), and
     :class:`EnvironmentUnproven` where the lab's reference solution does not score full marks here
     (:func:`prove_environment`). ``debug`` keeps each lane's log in ``out/.debug/lane-<n>.log``
-    (:class:`autograder.batch.lane.Lane`)."""
+    (:class:`autograder.batch.lane.Lane`). The progress goes to ``stream`` (None: ``sys.stderr`` as it is when
+    called, so that a caller's redirection holds)."""
     started, limits = time.monotonic(), limits.for_lab(lab.limits)  # the lab's own, unless an option set them
     from autograder.harness.sandbox import refuse_unconfined, views_of_their_own  # 40 ms of imports: a cohort's
 
+    stream = sys.stderr if stream is None else stream
     if files_required:
         refuse_unconfined(limits)
     out.mkdir(parents=True, exist_ok=True)

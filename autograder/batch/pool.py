@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import io
 import queue
-import sys
 import tempfile
 import threading
 import time
@@ -31,7 +30,7 @@ from autograder.text import one_line
 class Progress:
     """A bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, lab: str, total: int, stream=sys.stderr):
+    def __init__(self, lab: str, total: int, stream):
         self.lab, self.total, self.done, self.stream = lab, total, 0, stream
         self.tty = stream.isatty()
         self.lock = threading.Lock()
