@@ -652,6 +652,43 @@ def test_a_terminated_run_records_nothing_it_had_not_finished_and_leaves_no_copy
             "a_loops" not in recorded, (whole_group, recorded, printed[-2000:], said[-2000:])
 
 
+# `make grade` with the lab's reference solution at argv[1] (here one whose every function hangs) and its arguments after.
+WITH_REFERENCE = """
+import sys
+from pathlib import Path
+
+from autograder.__main__ import main
+from autograder.ending import run_to_end
+from autograder.lab import Lab
+
+Lab.reference = property(lambda lab: Path(sys.argv[1]))
+run_to_end(lambda: main(sys.argv[2:]))
+"""
+
+
+def test_an_interrupt_while_the_reference_is_graded_ends_the_run_at_once(tmp_path):
+    """SIGTERM (or Ctrl-C) while the reference solution proves the machine, before any student: the proof's lane is
+    killed, not waited for (the run waited up to 10 s for the proof to end, then killed it; a lab whose reference
+    takes longer held it that long)."""
+    reference = shutil.copytree(SOLUTIONS, tmp_path / "reference" / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    for module in reference.glob("*.py"):
+        module.write_text(module.read_text().replace("):\n", "):\n" + hang()))
+    shutil.copytree(SOLUTIONS, tmp_path / "cohort" / "ada" / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    run = subprocess.Popen([sys.executable, "-c", WITH_REFERENCE, str(reference), "grade", "--lab", LAB.name,
+                            "--submissions", str(tmp_path / "cohort"), "--out", str(tmp_path / "out"), "--jobs", "1"],
+                           cwd=KIT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "grading the reference solution first" in run.stderr.readline()
+        time.sleep(2)  # its lane started and grading the reference (each call hangs until its 10 s time-out)
+        run.send_signal(signal.SIGTERM)
+        printed, said = run.communicate(timeout=8)  # under the 10 s it waited
+    finally:
+        run.kill()
+        run.wait()
+    assert run.returncode == 130 and said.startswith("interrupted: what was finished is kept"), (printed, said)
+    assert not (tmp_path / "out" / LAB.name / "students").exists()
+
+
 def test_every_lane_of_a_run_makes_its_folders_in_the_runs(tmp_path, monkeypatch):
     """The lanes that grade a cohort again (--repeat, verify --repeat) make their folders in the run's too: killed by an
     interrupt, theirs were left in TMPDIR."""

@@ -128,8 +128,8 @@ def why_failed(check: CheckResult) -> str:
 
 def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], reference: Path, stream) -> None:
     """Start ``lanes``: the first proves the environment (:func:`prove_environment` on ``reference``, the reference
-    solution staged), then grades (its
-    replay warm), while the others start; all closed if the proof fails."""
+    solution staged), then grades (its replay warm), while the others start; all closed if the proof fails, killed
+    first if it is interrupted (Ctrl-C, SIGTERM: the proof in flight is not waited for)."""
     starting = [threading.Thread(target=lane.start) for lane in lanes[1:]]
     for thread in starting:
         thread.start()
@@ -138,10 +138,12 @@ def start_proven(lab: Lab, out: Path, provenance: dict, lanes: list[Lane], refer
               file=stream, flush=True)
     try:
         prove_environment(lab, out, provenance, lanes[0], reference)
-    except BaseException:
+    except BaseException as failed:
         for thread in starting:
             thread.join()
         for lane in lanes:
+            if not isinstance(failed, Exception):
+                lane.kill()
             lane.close()
         raise
     for thread in starting:

@@ -86,6 +86,13 @@ class Lane:
                                                            " (make grade DEBUG=1 keeps each lane's log)"))
         return answer_from_line(line)
 
+    def kill(self) -> None:
+        """End its judge now, a grade in flight with it (an interrupt); its zygote and workers end with it."""
+        proc = self.proc  # another thread may restart or drop it meanwhile
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+
     def close(self):
         if self.proc is not None:
             self.proc.stdin.close()
