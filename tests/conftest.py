@@ -47,14 +47,19 @@ def grade(submission: Path, results: Path, part: str | None = None, lab: Lab = L
 
 
 def run_here(*argv: str) -> types.SimpleNamespace:
-    """``python -m autograder <argv>`` run in this test process: the same command line and code, its lanes forked by
-    this process's judge server (one a test worker, shared by its tests), not by a new process that imports torch again
-    (1.5 CPU-s a grade). What a ``subprocess.run`` would give: ``returncode``, ``stdout``, ``stderr``."""
+    """``python -m autograder <argv>`` run in this test process (its ``main``: the same command line and code), its
+    lanes forked by this process's judge server (one a test worker, shared by its tests), not by a new process that
+    imports torch again (1.5 CPU-s a grade). What a ``subprocess.run`` would give: ``returncode`` (a usage error's
+    too), and in ``stdout`` and ``stderr`` what the command prints; not what a process says beside it (a warning,
+    another thread's traceback, the exit's own handling): a test that reads all of that runs the command as a process."""
     from autograder.__main__ import main
 
     printed, said = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
-        code = main(list(argv))
+        try:
+            code = main(list(argv))
+        except SystemExit as usage:  # argparse's error, said on stderr already
+            code = usage.code
     return types.SimpleNamespace(returncode=code, stdout=printed.getvalue(), stderr=said.getvalue())
 
 

@@ -86,19 +86,24 @@ def test_no_conftest_or_package_above_the_checks_joins_them(tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
-# A pytest plugin that writes down each folder collection makes a node of.
+# A pytest plugin that writes down each folder collection is asked to make a node of (a wrapper: it sees every one,
+# whichever plugin makes the node).
 FOLDER_RECORDER = """
 import os
 
+import pytest
 
+
+@pytest.hookimpl(wrapper=True)
 def pytest_collect_directory(path, parent):
     with open(os.environ["COLLECTED_FOLDERS"], "a") as record:
         record.write(f"{path}\\n")
+    return (yield)
 """
 
 
 def test_the_judges_collection_starts_at_the_checks_folder(tmp_path):
-    """The judge's pytest (every command that runs checks) makes a node of the checks' folder alone: it made one of
+    """The judge's pytest (every command that runs checks) asks for a node of the checks' folder alone: it made one of
     every folder beside each folder above them too (an instructor's home folder, /tmp), for each submission
     (at 1310577: 333 folders in this machine's /tmp; 9 % of a lane's judge on the transformer corpus)."""
     lab = shutil.copytree(LAB.source, tmp_path / "courses" / "attention", ignore=shutil.ignore_patterns("__pycache__"))
@@ -106,14 +111,14 @@ def test_the_judges_collection_starts_at_the_checks_folder(tmp_path):
         (tmp_path / "courses" / f"other-{n}").mkdir()
     (tmp_path / "folder_recorder.py").write_text(FOLDER_RECORDER)
     record = tmp_path / "collected.txt"
-    collect = ("import sys, pytest\nfrom autograder.judge.plugin import checks_command_line\n"
-               "sys.exit(pytest.main([*checks_command_line(sys.argv[1], sys.argv[2], None, None), '--collect-only',"
+    collect = ("import sys\nfrom autograder.judge.plugin import checks_command_line, run_checks\n"
+               "sys.exit(run_checks([*checks_command_line(sys.argv[1], sys.argv[2], None, None), '--collect-only',"
                " '-p', 'folder_recorder']))")
     run = subprocess.run([sys.executable, "-c", collect, str(lab / "tests"), str(SOLUTIONS)], cwd=KIT,
                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{KIT}", "COLLECTED_FOLDERS": str(record)},
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert record.read_text().split() == [str(lab / "tests")]
+    assert record.read_text().splitlines() == [str(lab / "tests")]
 
 
 def test_an_endless_loop_times_out_instead_of_hanging(tmp_path):

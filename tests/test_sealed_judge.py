@@ -41,9 +41,13 @@ def cohort(tmp_path: Path, lab: Lab, attackers: dict[str, dict[str, str]]) -> Pa
     return root
 
 
-def run_grade(submissions: Path, out: Path, lab: Lab, *options: str):
-    run = run_here("grade", "--submissions", str(submissions), "--out", str(out), "--lab", lab.name, "--jobs", "1",
-                   "--force", *options)
+def run_grade(submissions: Path, out: Path, lab: Lab, *options: str, process: bool = False):
+    """`make grade` on ``submissions`` (the cohort of :func:`cohort`) into ``out``; ``process``: as a process of its
+    own, whose whole output the caller reads (:func:`conftest.run_here` says what it leaves out)."""
+    argv = ["grade", "--submissions", str(submissions), "--out", str(out), "--lab", lab.name, "--jobs", "1", "--force",
+            *options]
+    run = subprocess.run([sys.executable, "-m", "autograder", *argv], cwd=KIT, capture_output=True, text=True,
+                         timeout=900) if process else run_here(*argv)
     assert run.returncode == 0, run.stderr[-3000:]
     table = grades_table(out / lab.name)
     assert table["b_honest"]["total"] == "100" and table["c_stubs"]["total"] == "0", table
@@ -85,7 +89,7 @@ def attacked(tmp_path_factory) -> tuple[Path, str]:
                            "heads": heads.replace("def split_heads(", "def _split_heads(") + TELLER},
             "z_softmax_gc": {"softmax": flagged["softmax"]},
         }
-        run = run_grade(cohort(shared, LAB, attackers), shared / "out", LAB)
+        run = run_grade(cohort(shared, LAB, attackers), shared / "out", LAB, process=True)
         (shared / "printed").write_text(run.stdout + run.stderr)
 
     shared = once_per_run(tmp_path_factory, "sealed-judge-cohort", build)

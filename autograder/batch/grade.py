@@ -239,5 +239,5 @@ def grade_course(labs: list[Lab], submissions: Path, out: Path, shard: Shard | N
                 aside.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(out / lab.name, aside)
                 print(f"{lab.name}: not handed in by this cohort: the reports of another cohort moved to {aside}",
-                      file=options.get("stream", sys.stderr))
+                      file=options.get("stream") or sys.stderr)
     return runs

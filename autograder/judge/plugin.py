@@ -183,7 +183,9 @@ def about(docstring: str | None) -> str:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collect_directory(path, parent):
     """A folder above the checks is a plain folder to the judge, never a package whose ``__init__.py`` it
-    imports: the student's lab folder, which holds the checks in their repository, made the judge run theirs."""
+    imports: the student's lab folder, which holds the checks in their repository, made the judge run theirs.
+    The kit's command lines collect no such folder (:func:`checks_command_line`'s ``--confcutdir``); this holds
+    for one without it."""
     checks = parent.config.rootpath  # --rootdir: the checks' folder
     if path != checks and checks.is_relative_to(path):
         return pytest.Dir.from_parent(parent, path=path)
