@@ -109,8 +109,22 @@ def test_a_first_use_that_fails_is_said_on_every_fork_and_the_zygote_serves_on(t
     judge, zygote_end = socket.socketpair()
     answers = judge.makefile("rb")
     for request in (1, 2):
-        zygote.fork_worker(ForkTrusted(id=request, root=str(tmp_path), lab_allows=["torch.optim"]), zygote_end, {})
+        zygote.fork_worker(ForkTrusted(id=request, root=str(tmp_path), lab_allows=["torch.optim"], temporary=str(tmp_path)),
+                           zygote_end, {})
         assert ZygoteMessage.from_line(answers.readline()) == NotForked(id=request, error=(
             "the first use of what the lab allows (torch.optim) failed in the grader "
             "(FileExistsError: [Errno 17] File exists: '/tmp/torchinductor_root')"))
     assert tried == [1]
+
+
+def test_a_first_use_writes_in_the_judges_temporary_folder(tmp_path, monkeypatch):
+    """What a first use writes for a moment (torch's cache folder) goes into the folder the judge names, a lane's run's
+    (removed after the run): made in the zygote's own (the system's, as it is forked before the lane reads its
+    options), a lane killed meanwhile left it there."""
+    seen = []
+    monkeypatch.setitem(LAB_MAY_ALLOW, "torch.optim", lambda: seen.append(os.environ["TORCHINDUCTOR_CACHE_DIR"]))
+    monkeypatch.setattr(lab_imports, "_paid", set())
+    monkeypatch.setattr(lab_imports.gc, "freeze", lambda: None)  # this test process's objects stay the collector's
+    lab_imports.pay_for(["torch.optim"], str(tmp_path))
+    assert len(seen) == 1 and os.path.dirname(seen[0]) == str(tmp_path), seen
+    assert list(tmp_path.iterdir()) == []  # removed after

@@ -47,8 +47,8 @@ def test_the_judge_reads_an_answer_only_in_its_declared_form():
 
 
 ZYGOTE_EXAMPLES = [ForkConfined(id=1, root="/s", scratch="/w/scratch", view="/w/view", uid=None, cgroup=None,
-                                 limits={"call_timeout": 10.0}),
-                    ForkTrusted(id=2, root="/ref", lab_allows=["torch.optim"]), StatusOf(id=3, pid=0), Forked(id=1, pid=42),
+                                 limits={"call_timeout": 10.0}, temporary="/run/folders"),
+                    ForkTrusted(id=2, root="/ref", lab_allows=["torch.optim"], temporary="/tmp"), StatusOf(id=3, pid=0), Forked(id=1, pid=42),
                     NotForked(id=1, error="no memory"), Status(id=3, status=None), ForkJudge(id=4, memory_bytes=4 << 30)]
 
 

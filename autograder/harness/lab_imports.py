@@ -41,9 +41,11 @@ class FirstUseFailed(RuntimeError):
     """A first use of what the lab allows raised here: no worker of the lab can start (said on every fork)."""
 
 
-def pay_for(allowed: Iterable[str]) -> None:
+def pay_for(allowed: Iterable[str], temporary: str) -> None:
     """Pay, once in this process, the first uses of what a lab allows (names of :data:`LAB_MAY_ALLOW`; the
     judge refused any other before it asked), then freeze what they loaded, as the zygote's preparation does.
+    What they write for a moment goes into ``temporary`` (the judge's temporary folder: a lane's is its run's,
+    removed after the run, so a lane killed meanwhile leaves nothing; the zygote's own is the system's).
     :class:`FirstUseFailed` if one raised, now or before (torch keeps half an import: it cannot be tried again)."""
     due: dict[Callable[[], None], list[str]] = {}  # a first use, and the names it is paid for
     for name in allowed:
@@ -54,7 +56,7 @@ def pay_for(allowed: Iterable[str]) -> None:
     if not due:
         return
     # A worker's random state is the same in a zygote that paid them.
-    with torch.random.fork_rng(devices=[]), torch_cache_of_its_own():
+    with torch.random.fork_rng(devices=[]), torch_cache_of_its_own(temporary):
         for first_use, names in due.items():
             try:
                 first_use()
@@ -67,12 +69,12 @@ def pay_for(allowed: Iterable[str]) -> None:
 
 
 @contextlib.contextmanager
-def torch_cache_of_its_own() -> Iterator[None]:
+def torch_cache_of_its_own(temporary: str) -> Iterator[None]:
     """Importing torch._dynamo makes inductor's cache folder, by default a fixed name in the temporary folder
     (``/tmp/torchinductor_root``) that any local user can make first: a file there fails the import, a link
-    hands the grader another's folder. A fresh private folder instead, removed after, the environment (which
+    hands the grader another's folder. A fresh private folder in ``temporary`` instead, removed after, the environment (which
     the import sets) as it was: the first uses write nothing there."""
-    folder = tempfile.mkdtemp(prefix="autograder-torch-cache-")
+    folder = tempfile.mkdtemp(prefix="autograder-torch-cache-", dir=temporary)
     before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     try:

@@ -283,6 +283,7 @@ class ForkConfined(ZygoteMessage):
     files_required: bool = True
     limits: dict = field(default_factory=dict)
     lab_allows: list[str] = field(default_factory=list)  # lab_imports.LAB_MAY_ALLOW names: paid before the fork
+    temporary: str  # the judge's temporary folder (a lane's: its run's, removed after a kill): for the payment's files
 
 
 @dataclass(kw_only=True)
@@ -293,6 +294,7 @@ class ForkTrusted(ZygoteMessage):
     OP = "fork_trusted"
     root: str
     lab_allows: list[str] = field(default_factory=list)
+    temporary: str
 
 
 @dataclass(kw_only=True)

@@ -79,7 +79,7 @@ class WorkerProcess:
         self.unread = Unread()  # what came from its socket beyond the pieces read so far
         self.zygote = zygote = Zygote.shared()
         if not confined:  # trusted code: forked by the zygote too (no torch import), without a sandbox
-            request = ForkTrusted(root=str(root), lab_allows=sorted(self.lab_allows))
+            request = ForkTrusted(root=str(root), lab_allows=sorted(self.lab_allows), temporary=tempfile.gettempdir())
         else:
             scratch, view = self.folder / "scratch", self.folder / "view"
             scratch.mkdir()
@@ -94,7 +94,8 @@ class WorkerProcess:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
             request = ForkConfined(root=str(root), scratch=str(scratch), view=str(view), uid=self.uid,
                                    cgroup=self.cgroup and self.cgroup.procs, files_required=self.files_required,
-                                   limits=dataclasses.asdict(limits), lab_allows=sorted(self.lab_allows))
+                                   limits=dataclasses.asdict(limits), lab_allows=sorted(self.lab_allows),
+                                   temporary=tempfile.gettempdir())
         try:
             self.sock, self.output, self.pid = zygote.fork(request, limits.start_timeout)
         except OSError:

@@ -132,7 +132,7 @@ def fork_worker(request: ForkConfined | ForkTrusted, control: socket.socket, sta
     judge_end, worker_end = socket.socketpair()
     output, output_end = os.pipe()
     try:
-        lab_imports.pay_for(request.lab_allows)  # once: every later worker of the lab has them paid
+        lab_imports.pay_for(request.lab_allows, request.temporary)  # once: every later worker of the lab has them paid
         if isinstance(request, ForkTrusted):
             pid = fork_trusted(request.root, worker_end, output_end)
         else:
