@@ -319,7 +319,7 @@ def test_a_workers_processes_together_stay_under_one_memory_ceiling(tmp_path):
     said = feedback(out, "a_crowd")
     assert "held " in said, said
     assert int(said[said.index("held ") + len("held "):].split()[0]) <= 4096, said  # 6144 without the ceiling
-    assert [folder.name for folder in cgroup.hierarchy().own.glob(cgroup.name_of("*")) if unclaimed(folder)] == []
+    assert [folder.name for folder in cgroup.hierarchy().own.glob(f"{cgroup.PREFIX}*") if unclaimed(folder)] == []
 
 
 def test_judges_in_pid_namespaces_of_their_own_never_share_a_worker_cgroup(tmp_path):
@@ -337,7 +337,7 @@ def test_judges_in_pid_namespaces_of_their_own_never_share_a_worker_cgroup(tmp_p
 
 def unclaimed(worker_cgroup: Path) -> bool:
     """Is the user id block of this worker's cgroup held by no judge (so nobody will remove it)?"""
-    block = (int(worker_cgroup.name.removeprefix(cgroup.name_of(""))) - worker_uids.UID_BASE) // worker_uids.UIDS_PER_BLOCK
+    block = (cgroup.uid_of(worker_cgroup.name) - worker_uids.UID_BASE) // worker_uids.UIDS_PER_BLOCK
     with open(worker_uids.uid_block_lock(block), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -588,25 +588,33 @@ def test_student_names_never_collide(tmp_path):
     assert all(row["total"] == "100" and row["status"] == "graded" for row in table.values()), table
 
 
-def test_a_cgroup_left_at_a_workers_name_is_made_again_and_one_in_use_is_never_touched():
+def test_a_cgroup_left_at_a_workers_name_is_made_again_and_another_graders_is_never_touched_nor_shared():
     """A judge killed while its worker ran leaves that worker's cgroup (a CI job's SIGKILL, the interrupt of a run): the
     next worker with that user id (its block claimed again) ran without a memory ceiling (FileExistsError). Removed once
-    its processes have ended; one that still holds a process (a grader that cannot see this one's locks, with the same
-    user ids) is left alone: its worker runs on, and this one goes without a ceiling, as it did."""
+    its processes have ended, by the next worker of its name or when its block is claimed again. A grader that cannot
+    see this one's locks may hold the same user ids: its worker's cgroup, holding a process, is never emptied, and
+    never this one's (by user id alone, both workers went into one cgroup: one ceiling for two students)."""
     uids = worker_uids.UidPool()
     uid = uids.take()
-    left = cgroup.hierarchy().own / cgroup.name_of(uid)
+    own = cgroup.hierarchy().own
+    left = own / cgroup.name_of(uid)
     left.mkdir()
     cgroup.WorkerCgroup(uid, 1 << 30).remove()
     assert not left.exists()
-    left.mkdir()
+    others = own / cgroup.name_of(uid, mark="0therg0d"), own / cgroup.name_of(uid + 1, mark="0therg0d")
+    for folder in others:
+        folder.mkdir()
     other = subprocess.Popen(["sleep", "600"])
     try:
-        (left / "cgroup.procs").write_text(str(other.pid))
-        with pytest.raises(FileExistsError):
-            cgroup.WorkerCgroup(uid, 1 << 30)
-        assert other.poll() is None and (left / "cgroup.procs").read_text().split() == [str(other.pid)]
+        (others[0] / "cgroup.procs").write_text(str(other.pid))
+        made = cgroup.WorkerCgroup(uid, 1 << 30)
+        assert made.folder != others[0] and made.folder.is_dir()
+        made.remove()
+        cgroup.remove_left_over(range(uid, uid + 2))  # the block claimed again: the empty one goes, the other stays
+        assert other.poll() is None and (others[0] / "cgroup.procs").read_text().split() == [str(other.pid)]
+        assert not others[1].exists()
     finally:
         other.kill()
         other.wait()
-        cgroup.remove(left)
+        for folder in others:
+            cgroup.remove(folder)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import secrets
 import select
 import time
 from dataclasses import dataclass
@@ -111,21 +112,35 @@ def hierarchy() -> Hierarchy:
     return find_hierarchy(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
 
 
-def name_of(uid: int | str) -> str:
-    """A worker's cgroup is named by its user id: unique on the machine (blocks of user ids are
-    claimed with a lock), and so left over only by a judge that no longer holds that block."""
-    return f"autograder-worker-{uid}"
+PREFIX = "autograder-worker-"
+# This process's mark on the cgroups it makes (a batch's lanes share their judge server's). Two graders that cannot see
+# each other's locks (worker_uids: other temporary folders, a private /run) may hold the same user ids; by user id alone,
+# one made its worker's cgroup again at the name the other's worker was in, and the two workers shared one ceiling.
+JUDGE_MARK = secrets.token_hex(4)
+
+
+def name_of(uid: int, mark: str = JUDGE_MARK) -> str:
+    """A worker's cgroup is named by its user id (unique among the judges that see each other's locks: blocks of user
+    ids are claimed with one) and by its judge's mark (unique among those that do not)."""
+    return f"{PREFIX}{uid}-{mark}"
+
+
+def uid_of(name: str) -> int | None:
+    """The user id of the worker whose cgroup is named ``name`` (the kit's earlier names had no mark); None for a name
+    of another kind."""
+    uid, dash, mark = name.removeprefix(PREFIX).partition("-")
+    return int(uid) if name.startswith(PREFIX) and uid.isdigit() and mark.isalnum() == bool(dash) else None
 
 
 def remove_left_over(uids: range) -> None:
-    """Remove the cgroups of ``uids``, a block of user ids just claimed: whoever made them is gone."""
+    """Remove the empty cgroups of ``uids``, a block of user ids just claimed, whichever judge made them: whoever did
+    is gone (a grader that cannot see this one's locks may not be: a cgroup holding its worker is left alone)."""
     try:
         own = hierarchy().own
     except OSError:
         return
-    for folder in own.glob(name_of("*")):
-        uid = folder.name.removeprefix(name_of(""))
-        if uid.isdigit() and int(uid) in uids:
+    for folder in own.glob(f"{PREFIX}*"):
+        if uid_of(folder.name) in uids:
             remove(folder, attempts=1)
 
 
@@ -150,8 +165,8 @@ class WorkerCgroup:
         self.folder = self.hierarchy.own / name_of(uid)
         try:
             self.folder.mkdir()
-        except FileExistsError:  # left by a judge killed while its worker ran: removed once its processes have ended.
-            # Never emptied by force: a grader that cannot see this one's locks may hold the same ids (worker_uids).
+        except FileExistsError:  # left by a lane of this judge server killed while its worker ran: removed once its
+            # processes have ended (a killed judge's workers end with its zygote), never emptied by force.
             remove(self.folder, attempts=20)
             self.folder.mkdir()
         try:
