@@ -337,7 +337,10 @@ def test_judges_in_pid_namespaces_of_their_own_never_share_a_worker_cgroup(tmp_p
 
 def unclaimed(worker_cgroup: Path) -> bool:
     """Is the user id block of this worker's cgroup held by no judge (so nobody will remove it)?"""
-    block = (cgroup.uid_of(worker_cgroup.name) - worker_uids.UID_BASE) // worker_uids.UIDS_PER_BLOCK
+    uid = cgroup.uid_of(worker_cgroup.name)
+    if uid is None:  # not a worker's: nobody's to remove
+        return False
+    block = (uid - worker_uids.UID_BASE) // worker_uids.UIDS_PER_BLOCK
     with open(worker_uids.uid_block_lock(block), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -588,12 +591,13 @@ def test_student_names_never_collide(tmp_path):
     assert all(row["total"] == "100" and row["status"] == "graded" for row in table.values()), table
 
 
-def test_a_cgroup_left_at_a_workers_name_is_made_again_and_another_graders_is_never_touched_nor_shared():
+def test_a_cgroup_left_at_a_workers_name_is_made_again_and_one_in_use_is_never_emptied_nor_shared():
     """A judge killed while its worker ran leaves that worker's cgroup (a CI job's SIGKILL, the interrupt of a run): the
     next worker with that user id (its block claimed again) ran without a memory ceiling (FileExistsError). Removed once
-    its processes have ended, by the next worker of its name or when its block is claimed again. A grader that cannot
-    see this one's locks may hold the same user ids: its worker's cgroup, holding a process, is never emptied, and
-    never this one's (by user id alone, both workers went into one cgroup: one ceiling for two students)."""
+    its processes have ended, when its block is claimed again (or by the next worker of its name). A judge that cannot
+    see this one's locks may hold the same user ids: its worker's cgroup is never this one's (by user id alone, both
+    workers went into one cgroup: one ceiling for two students), and one holding a process is never emptied. Each
+    judge process has a mark of its own, a judge forked by a batch's server too."""
     uids = worker_uids.UidPool()
     uid = uids.take()
     own = cgroup.hierarchy().own
@@ -613,6 +617,12 @@ def test_a_cgroup_left_at_a_workers_name_is_made_again_and_another_graders_is_ne
         cgroup.remove_left_over(range(uid, uid + 2))  # the block claimed again: the empty one goes, the other stays
         assert other.poll() is None and (others[0] / "cgroup.procs").read_text().split() == [str(other.pid)]
         assert not others[1].exists()
+        read, write = os.pipe()
+        if (child := os.fork()) == 0:  # a judge forked by a judge server, which has made cgroups
+            os.write(write, cgroup.name_of(uid).encode())
+            os._exit(0)
+        os.waitpid(child, 0)
+        assert os.read(read, 200).decode() not in (cgroup.name_of(uid), ""), cgroup.name_of(uid)
     finally:
         other.kill()
         other.wait()

@@ -113,23 +113,29 @@ def hierarchy() -> Hierarchy:
 
 
 PREFIX = "autograder-worker-"
-# This process's mark on the cgroups it makes (a batch's lanes share their judge server's). Two graders that cannot see
-# each other's locks (worker_uids: other temporary folders, a private /run) may hold the same user ids; by user id alone,
-# one made its worker's cgroup again at the name the other's worker was in, and the two workers shared one ceiling.
-JUDGE_MARK = secrets.token_hex(4)
+# Each judge process's mark on the cgroups it makes, drawn at its first (a judge its batch's server forked draws its
+# own). Two judges that cannot see each other's locks (worker_uids: other temporary folders, a private /run; two
+# batches of one process where /run is unusable) may hold the same user ids; by user id alone, one made its worker's
+# cgroup again at the name the other's worker was joining, and the two workers shared one ceiling.
+_marks: dict[int, str] = {}
 
 
-def name_of(uid: int, mark: str = JUDGE_MARK) -> str:
+def judge_mark() -> str:
+    return _marks.setdefault(os.getpid(), secrets.token_hex(4))
+
+
+def name_of(uid: int, mark: str | None = None) -> str:
     """A worker's cgroup is named by its user id (unique among the judges that see each other's locks: blocks of user
-    ids are claimed with one) and by its judge's mark (unique among those that do not)."""
-    return f"{PREFIX}{uid}-{mark}"
+    ids are claimed with one) and by its judge's mark (``None``: this process's; unique among those that do not)."""
+    return f"{PREFIX}{uid}-{mark or judge_mark()}"
 
 
 def uid_of(name: str) -> int | None:
     """The user id of the worker whose cgroup is named ``name`` (the kit's earlier names had no mark); None for a name
     of another kind."""
     uid, dash, mark = name.removeprefix(PREFIX).partition("-")
-    return int(uid) if name.startswith(PREFIX) and uid.isdigit() and mark.isalnum() == bool(dash) else None
+    plain = uid.isascii() and uid.isdigit() and mark.isascii() and mark.isalnum() == bool(dash)
+    return int(uid) if name.startswith(PREFIX) and plain else None
 
 
 def remove_left_over(uids: range) -> None:
@@ -165,8 +171,8 @@ class WorkerCgroup:
         self.folder = self.hierarchy.own / name_of(uid)
         try:
             self.folder.mkdir()
-        except FileExistsError:  # left by a lane of this judge server killed while its worker ran: removed once its
-            # processes have ended (a killed judge's workers end with its zygote), never emptied by force.
+        except FileExistsError:  # left by this judge (a worker of this id whose cgroup would not go): removed once
+            # its processes have ended, never emptied by force.
             remove(self.folder, attempts=20)
             self.folder.mkdir()
         try:
