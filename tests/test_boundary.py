@@ -25,7 +25,8 @@ import pytest
 
 from autograder.batch.jobs import Graded
 from autograder.batch.lane import Lane
-from autograder.harness import cgroup, worker_uids
+from autograder.harness import cgroup, sandbox, worker_uids
+from autograder.harness.remote import RemoteCode, StudentError
 from autograder.harness.zygote_client import parent_of
 from autograder.limits import DEFAULTS
 from conftest import KIT, LAB, SOLUTIONS, grades_table, once_per_run
@@ -589,6 +590,44 @@ def test_student_names_never_collide(tmp_path):
     table = grades_table(out / LAB.name)
     assert sorted(table) == sorted(names)
     assert all(row["total"] == "100" and row["status"] == "graded" for row in table.values()), table
+
+
+ENDS = """
+import os
+
+
+def end():
+    os._exit(3)
+
+
+def answer():
+    return 42
+"""
+
+
+def test_what_any_worker_could_not_enforce_is_said_though_a_restarted_one_could(tmp_path, monkeypatch):
+    """A worker whose memory cgroup could not be made (an empty one removed at another grader's claim before it
+    joined), then, after a crash, one that has its ceiling: the run says the ceiling was missing (only the last
+    worker's report was kept, which had it: the first student's code ran without it, unsaid)."""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "ends.py").write_text(ENDS)
+
+    def removed(uid, total_bytes):
+        raise FileNotFoundError(2, "No such file or directory", "cgroup.procs")
+
+    code = RemoteCode(submission, confined=True)
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(cgroup, "WorkerCgroup", removed)
+            assert code.ends.answer() == 42  # the first worker, without a ceiling
+        with pytest.raises(StudentError):
+            code.ends.end()
+        assert code.ends.answer() == 42  # a second worker, with one (as root)
+        assert sandbox.MEMORY_CEILING not in code.sandbox["enforced"], code.sandbox
+        assert any(m.startswith(sandbox.MEMORY_CEILING) for m in code.sandbox["missing"]), code.sandbox
+    finally:
+        code.close()
 
 
 def test_a_cgroup_left_at_a_workers_name_is_made_again_and_one_in_use_is_never_emptied_nor_shared():

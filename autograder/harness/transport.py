@@ -35,7 +35,7 @@ class Channel:
     limits: Limits
     progress: Callable[[str], None] | None = None
     worker: WorkerProcess | None = None
-    sandbox: dict | None = None  # what the first worker's sandbox enforced and could not
+    sandbox: dict | None = None  # what every worker's sandbox enforced, and what any could not (all_workers)
     started: bool = False  # a worker was started (the first start waits for the zygote, uncharged)
     printed: int = 0  # bytes earlier workers printed
 
@@ -64,7 +64,7 @@ class Channel:
             self.close()
             raise WorkerDidNotStart(f"a worker did not start ({type(exc).__name__}: {exc})"
                                     + (f"; it printed: {printable(printed)[-1000:]}" if printed else "")) from None
-        self.sandbox = self.worker.report
+        self.sandbox = all_workers(self.sandbox, self.worker.report)
         return self.worker
 
     def crashed(self, where: str, exc: Exception):
@@ -104,3 +104,14 @@ class Channel:
         if worker is not None:
             self.printed += worker.printed.total
             worker.close()
+
+
+def all_workers(so_far: dict | None, report: dict | None) -> dict | None:
+    """A channel's workers' sandbox reports as one: what each of them enforced, and what any of them could not. The
+    last one's alone hid what a restarted worker lacked and the first had, or the other way round (a memory cgroup that
+    another grader's claim removed before the worker joined it)."""
+    if so_far is None or report is None:
+        return report if so_far is None else so_far
+    said, enforced = so_far.get("missing", []), report.get("enforced", [])
+    return {**report, "enforced": [e for e in so_far.get("enforced", []) if e in enforced],
+            "missing": [*said, *(m for m in report.get("missing", []) if m not in said)]}
