@@ -605,6 +605,20 @@ def answer():
 """
 
 
+def test_an_event_without_a_kill_is_no_memory_kill():
+    """cgroup v1 signals a cgroup's OOM eventfd when the cgroup is removed too (an empty one another grader removed at
+    its claim): a worker that crashed then read as killed at the memory ceiling. The kills are counted, not the events."""
+    uid = worker_uids.UidPool().take()
+    made = cgroup.WorkerCgroup(uid, 1 << 30)
+    try:
+        made.call_starts()
+        if made.oom_events is not None:  # v1; v2 counts already
+            os.eventfd_write(made.oom_events, 1)  # as the kernel's removal notice
+        assert not made.oom_killed()
+    finally:
+        made.remove()
+
+
 def test_what_any_worker_could_not_enforce_is_said_though_a_restarted_one_could(tmp_path, monkeypatch):
     """A worker whose memory cgroup could not be made (an empty one removed at another grader's claim before it
     joined), then, after a crash, one that has its ceiling: the run says the ceiling was missing (only the last

@@ -196,13 +196,16 @@ class WorkerCgroup:
         try:
             os.eventfd_read(self.oom_events)
         except BlockingIOError:
-            pass
+            return
+        self.oom_kills_before = self._oom_kills()  # an event came: the count read only then (50 us against 1 us)
 
     def oom_killed(self) -> bool:
-        """Did the kernel stop one of the worker's processes at the ceiling during the current call?"""
-        if self.oom_events is None:
-            return self._oom_kills() > self.oom_kills_before
-        return bool(select.select([self.oom_events], [], [], 0)[0])
+        """Did the kernel stop one of the worker's processes at the ceiling during the current call? On v1 an event
+        says to look, the count says whether: the kernel signals the eventfd when the cgroup is removed too (an empty
+        one another grader removed at its claim made a crash read as a memory kill)."""
+        if self.oom_events is not None and not select.select([self.oom_events], [], [], 0)[0]:
+            return False
+        return self._oom_kills() > self.oom_kills_before
 
     def _oom_kills(self) -> int:
         try:
