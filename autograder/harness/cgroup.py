@@ -6,7 +6,7 @@ cgroup for each confined worker (:class:`WorkerCgroup`), the worker moves itself
 any student code runs (it still sees ``/sys`` then, and is still root), and the judge removes
 the cgroup once the worker's PID namespace is gone. When the processes together go over the
 ceiling, the kernel's OOM killer stops one of them, inside that worker only; the judge learns
-it from an eventfd (v1) or the cgroup's ``oom_kill`` count (v2) to say so.
+it from the cgroup's ``oom_kill`` count (on v1 read only when its eventfd signals) to say so.
 
 Both kinds of hierarchy are supported: cgroup v1 (a ``memory`` hierarchy of its own) and
 cgroup v2 (the memory controller enabled for the children of the grader's own cgroup, which
