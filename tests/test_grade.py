@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -614,6 +615,14 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     assert all(row["total"] == "100" for row in grades_table(out).values())
 
 
+def every_function_hangs(folder: Path) -> Path:
+    """``folder``: the reference solution with every function hanging until its call's time-out."""
+    shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
+    for module in folder.glob("*.py"):
+        module.write_text(module.read_text().replace("):\n", "):\n" + hang()))
+    return folder
+
+
 def test_a_terminated_run_records_nothing_it_had_not_finished_and_leaves_no_copy(tmp_path):
     """SIGTERM (kill, a cancelled CI job) ends make grade as Ctrl-C does, in a line: what was graded is kept, the grades
     in flight are stopped, not recorded, and no lane takes another (they went on and recorded 0, "error:
@@ -626,10 +635,7 @@ def test_a_terminated_run_records_nothing_it_had_not_finished_and_leaves_no_copy
         shutil.copytree(SOLUTIONS, cohort / f"s{i:02}" / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
         with open(cohort / f"s{i:02}" / "attention" / "softmax.py", "a") as module:
             module.write(f"# {i}\n")  # no replay: each takes its time
-    loops = cohort / "a_loops" / "attention"  # graded first, by one lane, while the other grades the rest
-    shutil.copytree(SOLUTIONS, loops, ignore=shutil.ignore_patterns("tests", "*.ipynb"))
-    for module in loops.glob("*.py"):
-        module.write_text(module.read_text().replace("):\n", "):\n" + hang()))
+    every_function_hangs(cohort / "a_loops" / "attention")  # graded first, by one lane, while the other grades the rest
     scratch.mkdir()
     fingerprints = f"{LAB.name}/students/*/.fingerprint"
     for whole_group in (False, True):
@@ -670,9 +676,7 @@ def test_an_interrupt_while_the_reference_is_graded_ends_the_run_at_once(tmp_pat
     """SIGTERM (or Ctrl-C) while the reference solution proves the machine, before any student: the proof's lane is
     killed, not waited for (the run waited up to 10 s for the proof to end, then killed it; a lab whose reference
     takes longer held it that long)."""
-    reference = shutil.copytree(SOLUTIONS, tmp_path / "reference" / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
-    for module in reference.glob("*.py"):
-        module.write_text(module.read_text().replace("):\n", "):\n" + hang()))
+    reference = every_function_hangs(tmp_path / "reference" / "attention")
     shutil.copytree(SOLUTIONS, tmp_path / "cohort" / "ada" / "attention", ignore=shutil.ignore_patterns("tests", "*.ipynb"))
     run = subprocess.Popen([sys.executable, "-c", WITH_REFERENCE, str(reference), "grade", "--lab", LAB.name,
                             "--submissions", str(tmp_path / "cohort"), "--out", str(tmp_path / "out"), "--jobs", "1"],

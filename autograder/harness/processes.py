@@ -78,8 +78,9 @@ class WorkerProcess:
         self.printed = OutputTail(limits.output_tail_bytes)
         self.unread = Unread()  # what came from its socket beyond the pieces read so far
         self.zygote = zygote = Zygote.shared()
+        paid = {"lab_allows": sorted(self.lab_allows), "temporary": tempfile.gettempdir()}  # the zygote's first uses
         if not confined:  # trusted code: forked by the zygote too (no torch import), without a sandbox
-            request = ForkTrusted(root=str(root), lab_allows=sorted(self.lab_allows), temporary=tempfile.gettempdir())
+            request = ForkTrusted(root=str(root), **paid)
         else:
             scratch, view = self.folder / "scratch", self.folder / "view"
             scratch.mkdir()
@@ -94,8 +95,7 @@ class WorkerProcess:
                 self.missing.append(f"{sandbox.MEMORY_CEILING} ({exc})")
             request = ForkConfined(root=str(root), scratch=str(scratch), view=str(view), uid=self.uid,
                                    cgroup=self.cgroup and self.cgroup.procs, files_required=self.files_required,
-                                   limits=dataclasses.asdict(limits), lab_allows=sorted(self.lab_allows),
-                                   temporary=tempfile.gettempdir())
+                                   limits=dataclasses.asdict(limits), **paid)
         try:
             self.sock, self.output, self.pid = zygote.fork(request, limits.start_timeout)
         except OSError:
